@@ -1,0 +1,79 @@
+// Command replica runs an understudy replica: an etcd learner that serves
+// etcd's v3 API to unmodified clients.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/understudy-kv/understudy/config"
+	"github.com/understudy-kv/understudy/replica"
+)
+
+const usage = `replica: an etcd read replica. It joins a cluster as a learner (the voters
+and their quorum never change), keeps a complete copy through raft, and serves
+etcd's v3 API on its own client URLs to any etcd client:
+
+  reads        strong by default (linearizable: a ReadIndex round through the
+               leader, then a local read); serializable reads are local, bounded
+               by --max-staleness or the request's "understudy-max-staleness"
+               gRPC metadata when one is set
+  watches      from the replica's own store
+  writes, leases, auth and member changes
+               forwarded to the leader through raft, answered once applied here
+               (read-your-writes on this replica)
+
+Usage:
+  replica --name r1 --join http://voter:2379 \
+    --listen-peer-urls http://10.0.0.5:2480 --listen-client-urls http://10.0.0.5:2479
+
+On first start the replica adds itself as a learner through --join, catches up
+and serves. If it is not caught up within --join-timeout it removes the learner
+entry it added and exits non-zero. A data dir that holds a member restarts as
+that member and adds nothing.
+
+Settings come from, highest first: flags, UNDERSTUDY_<FLAG> environment
+variables (--max-staleness is UNDERSTUDY_MAX_STALENESS), the --config-file
+YAML (keys are flag names), then defaults.
+
+Flags:
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := config.DefaultReplica()
+	fs := config.NewReplicaFlags(&cfg)
+	err := config.LoadReplica(&cfg, fs, args)
+	if errors.Is(err, config.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		config.PrintFlags(stdout, fs)
+		return 0
+	}
+	if err = errors.Join(err, cfg.Validate()); err != nil {
+		printProblems(stderr, err)
+		return 2
+	}
+	if err := replica.Run(ctx, cfg, replica.Options{}); err != nil {
+		printProblems(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+func printProblems(w io.Writer, err error) {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(w, "replica: %s\n", line)
+	}
+}

@@ -1,0 +1,203 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Replica configures a replica: an embedded etcd member that joins as a
+// learner, fronted by understudy's own etcd-compatible gRPC server.
+type Replica struct {
+	// Name is the member name; it must be unique in the cluster.
+	Name string
+	// DataDir holds the embedded member's data. A data dir that already
+	// holds a member means "restart as that member": nothing is added.
+	DataDir string
+	// Join lists client URLs of the cluster to join (voters or replicas).
+	Join []string
+	// ListenPeerURLs and AdvertisePeerURLs are the embedded member's raft
+	// URLs; the voters must reach AdvertisePeerURLs.
+	ListenPeerURLs    []string
+	AdvertisePeerURLs []string
+	// ListenClientURLs and AdvertiseClientURLs are the replica's front: the
+	// gRPC server clients talk to. AdvertiseClientURLs is what `member list`
+	// shows for the replica.
+	ListenClientURLs    []string
+	AdvertiseClientURLs []string
+	// ListenMetricsURLs serve /metrics and /health over plain HTTP.
+	ListenMetricsURLs []string
+
+	// JoinTimeout bounds the first start: if the learner has not caught up
+	// by then, the replica removes the member entry it added and exits.
+	JoinTimeout time.Duration
+	// MaxStaleness is the staleness bound applied to serializable reads that
+	// carry no bound of their own; 0 serves them from the local store as is.
+	MaxStaleness time.Duration
+	// FreshnessInterval is how often the replica confirms, by a ReadIndex
+	// round, that it is up to date. Each round costs the leader one
+	// heartbeat round, so this is the knob between bounded-read latency and
+	// leader load.
+	FreshnessInterval time.Duration
+
+	// HeartbeatMs and ElectionMs must match the voters' (etcd's
+	// --heartbeat-interval and --election-timeout).
+	HeartbeatMs uint
+	ElectionMs  uint
+	// AuthToken must match the voters' --auth-token.
+	AuthToken string
+	// LogLevel is one of debug, info, warn, error.
+	LogLevel string
+
+	// ConfigFile is the YAML file values were read from, if any.
+	ConfigFile string
+}
+
+// DefaultReplica is a replica on 127.0.0.1:2479 (clients) and :2480 (peers),
+// beside a default etcd or primary on 2379/2380.
+func DefaultReplica() Replica {
+	return Replica{
+		Name:                "replica",
+		ListenPeerURLs:      []string{"http://127.0.0.1:2480"},
+		AdvertisePeerURLs:   []string{"http://127.0.0.1:2480"},
+		ListenClientURLs:    []string{"http://127.0.0.1:2479"},
+		AdvertiseClientURLs: []string{"http://127.0.0.1:2479"},
+		Join:                []string{"http://127.0.0.1:2379"},
+		JoinTimeout:         2 * time.Minute,
+		FreshnessInterval:   50 * time.Millisecond,
+		HeartbeatMs:         100,
+		ElectionMs:          1000,
+		AuthToken:           "simple",
+		LogLevel:            "info",
+	}
+}
+
+// NewReplicaFlags registers the replica's flags, bound to cfg. Flag names are
+// etcd's wherever etcd has the same setting.
+func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
+	fs := flag.NewFlagSet("replica", flag.ContinueOnError)
+	fs.StringVar(&cfg.Name, "name", cfg.Name, "Member name of this replica; unique in the cluster.")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "Path to the data directory (default: ${name}.replica). An existing one restarts as the same member.")
+	fs.Var((*list)(&cfg.Join), "join", "Comma-separated client URLs of the cluster to join (any voters).")
+	fs.Var((*list)(&cfg.ListenPeerURLs), "listen-peer-urls", "URLs to listen on for raft traffic from the voters.")
+	fs.Var((*list)(&cfg.AdvertisePeerURLs), "initial-advertise-peer-urls", "This replica's peer URLs as the voters must reach them.")
+	fs.Var((*list)(&cfg.ListenClientURLs), "listen-client-urls", "URLs to serve etcd's gRPC API on (the replica's front).")
+	fs.Var((*list)(&cfg.AdvertiseClientURLs), "advertise-client-urls", "Client URLs to publish in the member list (default: --listen-client-urls).")
+	fs.Var((*list)(&cfg.ListenMetricsURLs), "listen-metrics-urls", "URLs to serve /metrics and /health on (plain HTTP).")
+	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", cfg.JoinTimeout, "On first start: time to catch up before the replica gives up, removes the learner entry it added and exits.")
+	fs.DurationVar(&cfg.MaxStaleness, "max-staleness", cfg.MaxStaleness, "Staleness bound for serializable reads that carry none (0: serve them locally as they are). A request can set its own with the gRPC metadata key \"understudy-max-staleness\" (a Go duration).")
+	fs.DurationVar(&cfg.FreshnessInterval, "freshness-interval", cfg.FreshnessInterval, "How often the replica confirms freshness with a ReadIndex round; each round costs the leader one heartbeat round.")
+	fs.UintVar(&cfg.HeartbeatMs, "heartbeat-interval", cfg.HeartbeatMs, "Raft heartbeat interval in ms; use the voters' value.")
+	fs.UintVar(&cfg.ElectionMs, "election-timeout", cfg.ElectionMs, "Raft election timeout in ms; use the voters' value.")
+	fs.StringVar(&cfg.AuthToken, "auth-token", cfg.AuthToken, "Auth token type, as the voters' --auth-token (simple or jwt,…).")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "Log level: debug, info, warn or error.")
+	fs.StringVar(&cfg.ConfigFile, ConfigFileFlag, "", "Path to a YAML file of settings keyed by flag name. Precedence: flag > UNDERSTUDY_* environment > file > default.")
+	return fs
+}
+
+// LoadReplica parses args, the environment and any config file into cfg.
+func LoadReplica(cfg *Replica, fs *flag.FlagSet, args []string) error {
+	got, err := Load(fs, args, nil)
+	if errors.Is(err, ErrHelp) {
+		return err
+	}
+	var problems []error
+	if err != nil {
+		problems = append(problems, err)
+	}
+	if len(got.Args) > 0 {
+		problems = append(problems, fmt.Errorf("%q: unexpected argument", got.Args[0]))
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = cfg.Name + ".replica"
+	}
+	if got.Set["listen-client-urls"] && !got.Set["advertise-client-urls"] {
+		cfg.AdvertiseClientURLs = cfg.ListenClientURLs
+	}
+	if got.Set["listen-peer-urls"] && !got.Set["initial-advertise-peer-urls"] {
+		cfg.AdvertisePeerURLs = cfg.ListenPeerURLs
+	}
+	return errors.Join(problems...)
+}
+
+// Validate reports every problem at once, each naming its flag.
+func (c Replica) Validate() error {
+	var problems []error
+	add := func(format string, a ...any) { problems = append(problems, fmt.Errorf(format, a...)) }
+	if c.Name == "" {
+		add("--name: must not be empty")
+	}
+	if c.DataDir == "" {
+		add("--data-dir: must not be empty")
+	}
+	if len(c.Join) == 0 {
+		add("--join: must name at least one client URL of the cluster")
+	}
+	for _, f := range []struct {
+		name string
+		urls []string
+	}{
+		{"join", c.Join},
+		{"listen-peer-urls", c.ListenPeerURLs},
+		{"initial-advertise-peer-urls", c.AdvertisePeerURLs},
+		{"listen-client-urls", c.ListenClientURLs},
+		{"advertise-client-urls", c.AdvertiseClientURLs},
+		{"listen-metrics-urls", c.ListenMetricsURLs},
+	} {
+		problems = append(problems, checkURLs(f.name, f.urls)...)
+	}
+	for _, f := range []struct {
+		name string
+		urls []string
+	}{
+		{"listen-peer-urls", c.ListenPeerURLs},
+		{"initial-advertise-peer-urls", c.AdvertisePeerURLs},
+		{"listen-client-urls", c.ListenClientURLs},
+	} {
+		if len(f.urls) == 0 {
+			add("--%s: must name at least one URL", f.name)
+		}
+	}
+	if c.JoinTimeout <= 0 {
+		add("--join-timeout %v: must be more than 0", c.JoinTimeout)
+	}
+	if c.MaxStaleness < 0 {
+		add("--max-staleness %v: must be 0 (no bound) or more", c.MaxStaleness)
+	}
+	if c.FreshnessInterval <= 0 {
+		add("--freshness-interval %v: must be more than 0", c.FreshnessInterval)
+	}
+	if c.HeartbeatMs == 0 {
+		add("--heartbeat-interval 0: must be more than 0 ms")
+	} else if c.ElectionMs < 5*c.HeartbeatMs {
+		add("--election-timeout %d: must be at least 5 × --heartbeat-interval (%d ms)", c.ElectionMs, 5*c.HeartbeatMs)
+	}
+	if err := checkLogLevel(c.LogLevel); err != nil {
+		problems = append(problems, err)
+	}
+	return errors.Join(problems...)
+}
+
+// list is a comma-separated flag value; a new value replaces the old one,
+// so that a flag overrides the file rather than adding to it.
+type list []string
+
+func (l *list) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(*l, ",")
+}
+
+func (l *list) Set(s string) error {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	*l = out
+	return nil
+}

@@ -1,0 +1,63 @@
+package readpath
+
+import (
+	"context"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/server/v3/etcdserver"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+)
+
+// kvService is counted by kvServer itself, which knows the read mode.
+const kvService = "etcdserverpb.KV"
+
+// unaryInterceptor counts requests and, like etcd's own, refuses a request
+// that requires a leader when the member knows none. It does not refuse
+// learners: serving them is this package's point.
+func unaryInterceptor(s *etcdserver.EtcdServer, m *Metrics) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		service, method := splitMethod(info.FullMethod)
+		if service != kvService {
+			m.requests.WithLabelValues(shortService(service), method, modeNone).Inc()
+		}
+		if requiresLeader(ctx) && s.Leader() == 0 {
+			return nil, rpctypes.ErrGRPCNoLeader
+		}
+		return handler(ctx, req)
+	}
+}
+
+func streamInterceptor(s *etcdserver.EtcdServer, m *Metrics) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		service, method := splitMethod(info.FullMethod)
+		m.requests.WithLabelValues(shortService(service), method, modeNone).Inc()
+		if requiresLeader(ss.Context()) && s.Leader() == 0 {
+			return rpctypes.ErrGRPCNoLeader
+		}
+		return handler(srv, ss)
+	}
+}
+
+// requiresLeader reports clientv3.WithRequireLeader, which lease keep-alives
+// use so that a partitioned member does not keep a lease alive by itself.
+func requiresLeader(ctx context.Context) bool {
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return false
+	}
+	ks := md[rpctypes.MetadataRequireLeaderKey]
+	return len(ks) > 0 && ks[0] == rpctypes.MetadataHasLeader
+}
+
+// splitMethod splits "/etcdserverpb.KV/Range" into service and method.
+func splitMethod(full string) (service, method string) {
+	full = strings.TrimPrefix(full, "/")
+	service, method, _ = strings.Cut(full, "/")
+	return service, method
+}
+
+func shortService(service string) string {
+	return strings.TrimPrefix(service, "etcdserverpb.")
+}

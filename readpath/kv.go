@@ -1,0 +1,121 @@
+package readpath
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/server/v3/etcdserver/txn"
+	"google.golang.org/grpc/metadata"
+)
+
+// kvServer serves etcd's KV service from the replica's own store. Reads are
+// strong, weak or bounded (see the package doc); writes go to etcd's own
+// handler, whose raft proposal the learner forwards to the leader and which
+// answers only once the entry is applied here — so every write through a
+// replica is read-your-writes on that replica.
+type kvServer struct {
+	pb.UnimplementedKVServer
+	etcd         pb.KVServer
+	fresh        *Freshness
+	maxStaleness time.Duration
+	m            *Metrics
+}
+
+func (s *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+	mode, err := s.readMode(ctx, r.Serializable)
+	if err != nil {
+		return nil, err
+	}
+	s.m.requests.WithLabelValues(shortService(kvService), "Range", mode).Inc()
+	return s.etcd.Range(ctx, r)
+}
+
+func (s *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	if !txn.IsTxnReadonly(r) {
+		s.m.requests.WithLabelValues(shortService(kvService), "Txn", modeNone).Inc()
+		resp, err := s.etcd.Txn(ctx, r)
+		s.forwarded("Txn", err)
+		return resp, err
+	}
+	// etcd serves a read-only txn linearizably unless every range in it
+	// asks to be serializable; the replica keeps that rule.
+	mode, err := s.readMode(ctx, txn.IsTxnSerializable(r))
+	if err != nil {
+		return nil, err
+	}
+	s.m.requests.WithLabelValues(shortService(kvService), "Txn", mode).Inc()
+	return s.etcd.Txn(ctx, r)
+}
+
+func (s *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
+	s.m.requests.WithLabelValues(shortService(kvService), "Put", modeNone).Inc()
+	resp, err := s.etcd.Put(ctx, r)
+	s.forwarded("Put", err)
+	return resp, err
+}
+
+func (s *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
+	s.m.requests.WithLabelValues(shortService(kvService), "DeleteRange", modeNone).Inc()
+	resp, err := s.etcd.DeleteRange(ctx, r)
+	s.forwarded("DeleteRange", err)
+	return resp, err
+}
+
+func (s *kvServer) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
+	s.m.requests.WithLabelValues(shortService(kvService), "Compact", modeNone).Inc()
+	resp, err := s.etcd.Compact(ctx, r)
+	s.forwarded("Compact", err)
+	return resp, err
+}
+
+func (s *kvServer) forwarded(method string, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	s.m.forwarded.WithLabelValues(method, result).Inc()
+}
+
+// readMode decides how a read is served and, for a bounded read, waits until
+// the store is fresh enough. A strong read needs nothing here: etcd's Range
+// does the ReadIndex round (batched with every other read waiting for one)
+// and waits for the local apply before reading.
+func (s *kvServer) readMode(ctx context.Context, serializable bool) (string, error) {
+	if !serializable {
+		return modeStrong, nil
+	}
+	bound, err := stalenessBound(ctx, s.maxStaleness)
+	if err != nil {
+		return "", grpcError(err)
+	}
+	if bound == 0 {
+		return modeWeak, nil
+	}
+	need := s.fresh.clock.Now().Add(-bound)
+	if s.fresh.AsOf().Before(need) {
+		s.m.boundedWaits.Inc()
+		if err := s.fresh.WaitFresh(ctx, need); err != nil {
+			return "", grpcError(fmt.Errorf("%w (bound %v, fresh as of %v ago): %v", ErrTooStale, bound, s.fresh.Age().Round(time.Millisecond), err))
+		}
+	}
+	return modeBounded, nil
+}
+
+// stalenessBound is the request's own bound if it set one, else def.
+func stalenessBound(ctx context.Context, def time.Duration) (time.Duration, error) {
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return def, nil
+	}
+	vs := md.Get(MaxStalenessKey)
+	if len(vs) == 0 {
+		return def, nil
+	}
+	d, err := time.ParseDuration(vs[0])
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%w: %q is not a duration of 0 or more (such as 100ms)", ErrBadStaleness, vs[0])
+	}
+	return d, nil
+}

@@ -1,0 +1,66 @@
+package readpath
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Read modes, as the metrics label them.
+const (
+	modeStrong  = "strong"
+	modeWeak    = "weak"
+	modeBounded = "bounded"
+	modeNone    = "" // not a read
+)
+
+// Metrics are the replica front's Prometheus metrics.
+type Metrics struct {
+	requests     *prometheus.CounterVec
+	readIndex    *prometheus.HistogramVec
+	boundedWaits prometheus.Counter
+	forwarded    *prometheus.CounterVec
+	watchers     prometheus.Gauge
+}
+
+// NewMetrics creates the metrics and registers them on reg (which may be
+// nil, for tests); freshnessAge is exported as a gauge read at scrape time.
+func NewMetrics(reg prometheus.Registerer, freshnessAge func() float64) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "understudy", Subsystem: "replica", Name: "requests_total",
+			Help: "Requests served by the replica front, by gRPC service, method and read mode (strong, weak, bounded; empty for non-reads).",
+		}, []string{"service", "method", "mode"}),
+		readIndex: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "understudy", Subsystem: "replica", Name: "freshness_round_seconds",
+			Help:    "Latency of the replica's ReadIndex rounds that keep its freshness, by outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}, []string{"outcome"}),
+		boundedWaits: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "understudy", Subsystem: "replica", Name: "bounded_read_waits_total",
+			Help: "Bounded reads that had to wait for a fresh ReadIndex round.",
+		}),
+		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "understudy", Subsystem: "replica", Name: "forwarded_total",
+			Help: "Writes, lease and membership requests forwarded to the leader through raft, by method and result.",
+		}, []string{"method", "result"}),
+		watchers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "understudy", Subsystem: "replica", Name: "watch_streams",
+			Help: "Open watch streams served from the replica's store.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.readIndex, m.boundedWaits, m.forwarded, m.watchers,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Namespace: "understudy", Subsystem: "replica", Name: "freshness_age_seconds",
+				Help: "Upper bound on the staleness of the replica's store: time since the start of its last completed ReadIndex round.",
+			}, freshnessAge))
+	}
+	return m
+}
+
+func (m *Metrics) observeRound(seconds float64, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	m.readIndex.WithLabelValues(outcome).Observe(seconds)
+}

@@ -1,0 +1,74 @@
+package replica
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cheggaaa/pb/v3"
+	"github.com/mattn/go-isatty"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/understudy-kv/understudy/learner"
+)
+
+// defaultProgress shows catch-up as a bar when stderr is a terminal, and as
+// a log line every few seconds otherwise (systemd, Kubernetes, tests).
+func defaultProgress(lg *zap.Logger) func(learner.Progress) {
+	if isatty.IsTerminal(os.Stderr.Fd()) {
+		return barProgress()
+	}
+	return logProgress(lg, 2*time.Second)
+}
+
+func barProgress() func(learner.Progress) {
+	var (
+		once sync.Once
+		bar  *pb.ProgressBar
+	)
+	return func(p learner.Progress) {
+		once.Do(func() {
+			bar = pb.New64(int64(p.LeaderCommit)).SetWriter(os.Stderr).
+				SetTemplateString(`catching up {{counters . }} entries {{bar . }} {{percent . }} {{etime . }}`).Start()
+		})
+		bar.SetTotal(int64(p.LeaderCommit))
+		bar.SetCurrent(int64(min(p.Applied, p.LeaderCommit)))
+		if p.CaughtUp() {
+			bar.Finish()
+		}
+	}
+}
+
+func logProgress(lg *zap.Logger, every time.Duration) func(learner.Progress) {
+	var last time.Time
+	return func(p learner.Progress) {
+		if !p.CaughtUp() && time.Since(last) < every {
+			return
+		}
+		last = time.Now()
+		pct := 100.0
+		if p.LeaderCommit > 0 {
+			pct = 100 * float64(min(p.Applied, p.LeaderCommit)) / float64(p.LeaderCommit)
+		}
+		msg := "catching up"
+		if p.CaughtUp() {
+			msg = "caught up"
+		}
+		lg.Info(msg, zap.Uint64("applied", p.Applied), zap.Uint64("leader-commit", p.LeaderCommit),
+			zap.Uint64("behind", p.Behind()), zap.String("progress", fmt.Sprintf("%.1f%%", pct)))
+	}
+}
+
+func newLogger(level string) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("replica: --log-level %q: %w", level, err)
+	}
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	zc.Sampling = nil
+	zc.OutputPaths, zc.ErrorOutputPaths = []string{"stderr"}, []string{"stderr"}
+	return zc.Build()
+}
