@@ -44,8 +44,8 @@ func checkInitialCluster(ic, name string, advertised []url.URL) []error {
 // host and a port.
 func checkURL(s string) error {
 	u, err := url.Parse(s)
-	if err != nil {
-		return fmt.Errorf("%q is not a URL: %v", s, err)
+	if err != nil || u.Scheme == "" {
+		return fmt.Errorf("%q: not a URL; must be scheme://host:port, such as http://127.0.0.1:2379", s)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return fmt.Errorf("%q: scheme must be http or https", s)

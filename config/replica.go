@@ -60,6 +60,7 @@ type Replica struct {
 func DefaultReplica() Replica {
 	return Replica{
 		Name:                "replica",
+		DataDir:             "replica.replica",
 		ListenPeerURLs:      []string{"http://127.0.0.1:2480"},
 		AdvertisePeerURLs:   []string{"http://127.0.0.1:2480"},
 		ListenClientURLs:    []string{"http://127.0.0.1:2479"},
@@ -110,7 +111,7 @@ func LoadReplica(cfg *Replica, fs *flag.FlagSet, args []string) error {
 	if len(got.Args) > 0 {
 		problems = append(problems, fmt.Errorf("%q: unexpected argument", got.Args[0]))
 	}
-	if cfg.DataDir == "" {
+	if !got.Set["data-dir"] {
 		cfg.DataDir = cfg.Name + ".replica"
 	}
 	if got.Set["listen-client-urls"] && !got.Set["advertise-client-urls"] {

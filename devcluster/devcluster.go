@@ -15,8 +15,12 @@ import (
 
 	"go.etcd.io/etcd/server/v3/embed"
 
+	"go.uber.org/zap"
+
 	"github.com/understudy-kv/understudy/config"
+	"github.com/understudy-kv/understudy/learner"
 	"github.com/understudy-kv/understudy/primary"
+	"github.com/understudy-kv/understudy/replica"
 )
 
 // Config says where the deployment keeps its data and where it reports.
@@ -30,7 +34,7 @@ type Config struct {
 	Host string
 	// BasePort is the first voter's client port (default 2379); voters use
 	// BasePort, +20000 and +30000 as etcd's Procfile does, peers +1, and the
-	// replica BasePort+100.
+	// replica BasePort+100 (clients) and +101 (peers).
 	BasePort int
 }
 
@@ -115,9 +119,35 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	for _, v := range voters {
 		eps = append(eps, v.client)
 	}
-	printWelcome(cfg, eps)
 
-	errs := make(chan error, len(members))
+	errs := make(chan error, len(members)+1)
+	rcfg := replicaConfig(cfg, eps)
+	ready := make(chan struct{})
+	rctx, stopReplica := context.WithCancel(ctx)
+	replicaDone := make(chan struct{})
+	go func() {
+		defer close(replicaDone)
+		if err := replica.Run(rctx, rcfg, replica.Options{
+			Logger:           fileLogger(filepath.Join(cfg.Dir, rcfg.Name+".log")),
+			MemberLogOutputs: []string{filepath.Join(cfg.Dir, rcfg.Name+".member.log")},
+			Ready:            ready,
+			Progress:         func(learner.Progress) {},
+		}); err != nil {
+			errs <- fmt.Errorf("replica: %w", err)
+		}
+	}()
+	// The replica stops before the voters, so that it leaves no learner
+	// waiting on a leader that is gone.
+	defer func() { stopReplica(); <-replicaDone }()
+	select {
+	case <-ready:
+	case err := <-errs:
+		return fmt.Errorf("devcluster: %w", err)
+	case <-ctx.Done():
+		return nil
+	}
+	printWelcome(cfg, eps, rcfg.AdvertiseClientURLs[0])
+
 	for _, m := range members {
 		go func() {
 			select {
@@ -160,14 +190,41 @@ func voterConfig(dir string, v voterSpec, initialCluster string) (config.Primary
 	return pc, nil
 }
 
-func printWelcome(cfg Config, voters []string) {
+func replicaConfig(cfg Config, voters []string) config.Replica {
+	rc := config.DefaultReplica()
+	rc.Name = "replica1"
+	rc.DataDir = filepath.Join(cfg.Dir, rc.Name+".replica")
+	rc.Join = voters
+	client := fmt.Sprintf("http://%s:%d", cfg.Host, cfg.BasePort+100)
+	peer := fmt.Sprintf("http://%s:%d", cfg.Host, cfg.BasePort+101)
+	rc.ListenClientURLs, rc.AdvertiseClientURLs = []string{client}, []string{client}
+	rc.ListenPeerURLs, rc.AdvertisePeerURLs = []string{peer}, []string{peer}
+	return rc
+}
+
+// fileLogger sends the in-process replica's own logs to a file, beside the
+// voters' logs, so the terminal shows only what the user needs.
+func fileLogger(path string) *zap.Logger {
+	zc := zap.NewProductionConfig()
+	zc.OutputPaths, zc.ErrorOutputPaths = []string{path}, []string{path}
+	lg, err := zc.Build()
+	if err != nil {
+		return zap.NewNop()
+	}
+	return lg
+}
+
+func printWelcome(cfg Config, voters []string, replicaURL string) {
 	w := cfg.Out
 	fmt.Fprintf(w, "understudy dev deployment is up (data and logs in %s)\n\n", cfg.Dir)
 	fmt.Fprintf(w, "  voters:   %s\n", strings.Join(voters, ","))
-	fmt.Fprintf(w, "\nTry (etcdctl v3.7 is `go tool etcdctl` in this module):\n")
-	fmt.Fprintf(w, "  go tool etcdctl --endpoints=%s member list -w table\n", strings.Join(voters, ","))
-	fmt.Fprintf(w, "  go tool etcdctl --endpoints=%s put greeting hello\n", voters[0])
-	fmt.Fprintf(w, "  go tool etcdctl --endpoints=%s get greeting\n", voters[0])
-	fmt.Fprintf(w, "  go tool etcdctl --endpoints=%s endpoint status -w table\n", strings.Join(voters, ","))
+	fmt.Fprintf(w, "  replica:  %s   (a learner; serves reads and watches, forwards writes)\n", replicaURL)
+	fmt.Fprintf(w, "\nTry, in another terminal (etcdctl v3.7 is `go tool etcdctl` in this module):\n")
+	fmt.Fprintf(w, "  go tool etcdctl --endpoints=%s put greeting hello\n", replicaURL)
+	fmt.Fprintf(w, "  go tool etcdctl --endpoints=%s get greeting\n", replicaURL)
+	fmt.Fprintf(w, "  go tool etcdctl --endpoints=%s get greeting --consistency=s\n", replicaURL)
+	fmt.Fprintf(w, "  go tool etcdctl --endpoints=%s watch greeting\n", replicaURL)
+	fmt.Fprintf(w, "  go tool etcdctl --endpoints=%s member list -w table\n", replicaURL)
+	fmt.Fprintf(w, "  go tool etcdctl --endpoints=%s,%s endpoint status -w table\n", strings.Join(voters, ","), replicaURL)
 	fmt.Fprintf(w, "\nCtrl-C stops everything.\n")
 }

@@ -39,6 +39,9 @@ type Options struct {
 	Progress func(learner.Progress)
 	// Ready, if not nil, is closed once the front serves.
 	Ready chan<- struct{}
+	// MemberLogOutputs are the embedded etcd member's log outputs (etcd's
+	// --log-outputs); nil means stderr.
+	MemberLogOutputs []string
 }
 
 // Run joins (or rejoins) the cluster and serves until ctx ends (a clean stop,
@@ -68,7 +71,7 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 	}
 	defer cli.Close()
 
-	m, err := start(ctx, lg, cfg, cli, opts.Progress)
+	m, err := start(ctx, lg, cfg, cli, opts)
 	if err != nil {
 		return err
 	}
@@ -115,10 +118,10 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 // start starts the embedded member: as the member its data dir holds, or,
 // on first start, as a newly added learner that must catch up within
 // --join-timeout or be taken out again.
-func start(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv3.Client, progress func(learner.Progress)) (*embed.Etcd, error) {
+func start(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv3.Client, opts Options) (*embed.Etcd, error) {
 	if learner.HasData(cfg.DataDir) {
 		lg.Info("restarting as the member in the data dir", zap.String("data-dir", cfg.DataDir))
-		ec, err := embedConfig(cfg, cfg.Name+"="+cfg.AdvertisePeerURLs[0])
+		ec, err := embedConfig(cfg, cfg.Name+"="+cfg.AdvertisePeerURLs[0], opts.MemberLogOutputs)
 		if err != nil {
 			return nil, err
 		}
@@ -149,7 +152,7 @@ func start(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv
 	}
 	lg.Info("added as a learner", zap.String("member-id", fmt.Sprintf("%x", j.ID)), zap.String("initial-cluster", j.InitialCluster))
 
-	e, err := startLearner(joinCtx, lg, cfg, j, cli, progress)
+	e, err := startLearner(joinCtx, lg, cfg, j, cli, opts)
 	if err == nil {
 		return e, nil
 	}
@@ -165,8 +168,8 @@ func start(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv
 	return nil, fmt.Errorf("replica: %w; learner %x was removed again, the voters are unchanged", err, j.ID)
 }
 
-func startLearner(ctx context.Context, lg *zap.Logger, cfg config.Replica, j learner.Joined, cli *clientv3.Client, progress func(learner.Progress)) (*embed.Etcd, error) {
-	ec, err := embedConfig(cfg, j.InitialCluster)
+func startLearner(ctx context.Context, lg *zap.Logger, cfg config.Replica, j learner.Joined, cli *clientv3.Client, opts Options) (*embed.Etcd, error) {
+	ec, err := embedConfig(cfg, j.InitialCluster, opts.MemberLogOutputs)
 	if err != nil {
 		return nil, err
 	}
@@ -193,13 +196,13 @@ func startLearner(ctx context.Context, lg *zap.Logger, cfg config.Replica, j lea
 		}
 		return learner.Progress{LeaderCommit: commit, Applied: e.Server.AppliedIndex()}, nil
 	}
-	if _, err := learner.WaitCaughtUp(ctx, lg, 200*time.Millisecond, observe, progress); err != nil {
+	if _, err := learner.WaitCaughtUp(ctx, lg, 200*time.Millisecond, observe, opts.Progress); err != nil {
 		return fail(err)
 	}
 	return e, nil
 }
 
-func embedConfig(cfg config.Replica, initialCluster string) (*embed.Config, error) {
+func embedConfig(cfg config.Replica, initialCluster string, logOutputs []string) (*embed.Config, error) {
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
 	ec.Dir = cfg.DataDir
@@ -234,6 +237,9 @@ func embedConfig(cfg config.Replica, initialCluster string) (*embed.Config, erro
 		ec.LogLevel = "info"
 	}
 	ec.LogOutputs = []string{"stderr"}
+	if len(logOutputs) > 0 {
+		ec.LogOutputs = logOutputs
+	}
 	return ec, nil
 }
 
