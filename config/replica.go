@@ -42,6 +42,11 @@ type Replica struct {
 	// leader load.
 	FreshnessInterval time.Duration
 
+	// SkipPeerURLCheck skips the check, on first start, that
+	// AdvertisePeerURLs lead back to this replica (for a host that cannot
+	// reach its own advertised address, such as behind NAT without hairpin).
+	SkipPeerURLCheck bool
+
 	// HeartbeatMs and ElectionMs must match the voters' (etcd's
 	// --heartbeat-interval and --election-timeout).
 	HeartbeatMs uint
@@ -90,6 +95,7 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", cfg.JoinTimeout, "On first start: time to catch up before the replica gives up, removes the learner entry it added and exits.")
 	fs.DurationVar(&cfg.MaxStaleness, "max-staleness", cfg.MaxStaleness, "Staleness bound for serializable reads that carry none (0: serve them locally as they are). A request can set its own with the gRPC metadata key \"understudy-max-staleness\" (a Go duration).")
 	fs.DurationVar(&cfg.FreshnessInterval, "freshness-interval", cfg.FreshnessInterval, "How often the replica confirms freshness with a ReadIndex round; each round costs the leader one heartbeat round.")
+	fs.BoolVar(&cfg.SkipPeerURLCheck, "skip-peer-url-check", cfg.SkipPeerURLCheck, "Do not check, on first start, that --initial-advertise-peer-urls lead back to this replica (only for hosts that cannot reach their own advertised address).")
 	fs.UintVar(&cfg.HeartbeatMs, "heartbeat-interval", cfg.HeartbeatMs, "Raft heartbeat interval in ms; use the voters' value.")
 	fs.UintVar(&cfg.ElectionMs, "election-timeout", cfg.ElectionMs, "Raft election timeout in ms; use the voters' value.")
 	fs.StringVar(&cfg.AuthToken, "auth-token", cfg.AuthToken, "Auth token type, as the voters' --auth-token (simple or jwt,…).")

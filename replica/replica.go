@@ -181,6 +181,15 @@ func startLearner(ctx context.Context, lg *zap.Logger, cfg config.Replica, j lea
 		e.Close()
 		return nil, err
 	}
+	if !cfg.SkipPeerURLCheck {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		for _, u := range cfg.AdvertisePeerURLs {
+			if err := learner.ProbePeerURL(pctx, u, e.Server.Cluster().ID().String()); err != nil {
+				return fail(fmt.Errorf("--initial-advertise-peer-urls: %w; the voters send snapshots there (--skip-peer-url-check if only this host cannot reach it)", err))
+			}
+		}
+	}
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():

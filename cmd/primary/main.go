@@ -78,6 +78,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // printProblems writes one line per problem, as errors.Join joins them.
 func printProblems(w io.Writer, err error) {
 	for _, line := range strings.Split(err.Error(), "\n") {
-		fmt.Fprintf(w, "primary: %s\n", line)
+		fmt.Fprintf(w, "primary: %s\n", strings.TrimPrefix(line, "primary: "))
 	}
 }

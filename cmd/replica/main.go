@@ -74,6 +74,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func printProblems(w io.Writer, err error) {
 	for _, line := range strings.Split(err.Error(), "\n") {
-		fmt.Fprintf(w, "replica: %s\n", line)
+		fmt.Fprintf(w, "replica: %s\n", strings.TrimPrefix(line, "replica: "))
 	}
 }
