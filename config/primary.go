@@ -30,6 +30,8 @@ type Primary struct {
 	// DevDir holds the dev deployment's data; empty means a temporary
 	// directory removed on exit.
 	DevDir string
+	// DevPort is the dev deployment's first port.
+	DevPort int
 	// PrintVersion asks for the version and nothing else.
 	PrintVersion bool
 }
@@ -66,7 +68,8 @@ func NewPrimaryFlags(cfg *Primary) *PrimaryFlags {
 	}
 	fs.Var(pf.clusterState, "initial-cluster-state", "Initial cluster state ('new' when bootstrapping a new cluster or 'existing' when adding new members to an existing cluster). After successful initialization (bootstrapping or adding), flag is ignored on restarts.")
 	fs.StringVar(&cfg.ConfigFile, ConfigFileFlag, "", "Path to a YAML file of settings, keyed as etcd's config file (flag names without dashes; client-transport-security and peer-transport-security sections). Precedence: flag > UNDERSTUDY_* environment > file > default.")
-	fs.BoolVar(&cfg.Dev, "dev", false, "Run a complete local deployment on 127.0.0.1 (3 voters and 1 replica, ports from 2379 up), print endpoints and etcdctl commands to try, stop cleanly on Ctrl-C. Member flags are ignored.")
+	fs.BoolVar(&cfg.Dev, "dev", false, "Run a complete local deployment on 127.0.0.1 (3 voters on ports 2379-2384, 1 replica on 2479-2480), print endpoints and etcdctl commands to try, stop cleanly on Ctrl-C. Member flags are ignored.")
+	fs.IntVar(&cfg.DevPort, "dev-port", 2379, "With --dev: the first voter's client port; the others follow it, and the replica uses it +100.")
 	fs.StringVar(&cfg.DevDir, "dev-dir", "", "With --dev: directory for the deployment's data (default: a temporary directory removed on exit).")
 	fs.BoolVar(&cfg.PrintVersion, "version", false, "Print the version and exit.")
 
@@ -142,7 +145,13 @@ func (pf *PrimaryFlags) finish(set map[string]bool) {
 // Validate reports every problem with the configuration, each naming its
 // flag, the value given and what would be valid. It changes nothing.
 func (c Primary) Validate() error {
-	if c.Dev || c.PrintVersion {
+	if c.PrintVersion {
+		return nil
+	}
+	if c.Dev {
+		if c.DevPort < 1 || c.DevPort > 65535-101 {
+			return fmt.Errorf("--dev-port %d: must be between 1 and %d", c.DevPort, 65535-101)
+		}
 		return nil
 	}
 	ec := c.Etcd

@@ -1,6 +1,6 @@
 // Package devcluster runs a complete understudy deployment on loopback in one
-// process, for trying understudy out: three voters and a replica, on the
-// ports etcd's own Procfile uses.
+// process, for trying understudy out: three voters and a replica on
+// consecutive ports from 2379.
 package devcluster
 
 import (
@@ -32,9 +32,9 @@ type Config struct {
 	Out io.Writer
 	// Host is the address every member listens on (default 127.0.0.1).
 	Host string
-	// BasePort is the first voter's client port (default 2379); voters use
-	// BasePort, +20000 and +30000 as etcd's Procfile does, peers +1, and the
-	// replica BasePort+100 (clients) and +101 (peers).
+	// BasePort is the first voter's client port (default 2379). Voter i
+	// (0, 1, 2) serves clients on BasePort+2i and peers on BasePort+2i+1;
+	// the replica uses BasePort+100 and +101.
 	BasePort int
 }
 
@@ -42,8 +42,8 @@ type voterSpec struct{ name, client, peer string }
 
 func (c Config) voters() []voterSpec {
 	var out []voterSpec
-	for i, off := range []int{0, 20000, 30000} {
-		p := c.BasePort + off
+	for i := range 3 {
+		p := c.BasePort + 2*i
 		out = append(out, voterSpec{
 			name:   fmt.Sprintf("infra%d", i+1),
 			client: fmt.Sprintf("http://%s:%d", c.Host, p),
@@ -111,8 +111,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}()
 	if len(problems) > 0 {
-		return fmt.Errorf("devcluster: voters did not start (ports %d, %d, %d in use?): %w",
-			cfg.BasePort, cfg.BasePort+20000, cfg.BasePort+30000, errors.Join(problems...))
+		return fmt.Errorf("devcluster: voters did not start (ports %d-%d in use? --dev-port picks others): %w",
+			cfg.BasePort, cfg.BasePort+5, errors.Join(problems...))
 	}
 
 	var eps []string

@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if cfg.Dev {
-		err = devcluster.Run(ctx, devcluster.Config{Dir: cfg.DevDir, Out: stdout})
+		err = devcluster.Run(ctx, devcluster.Config{Dir: cfg.DevDir, Out: stdout, BasePort: cfg.DevPort})
 	} else {
 		err = primary.Run(ctx, cfg)
 	}
