@@ -1,0 +1,220 @@
+package harness
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BinDirEnv names the environment variable that, when set, is the directory
+// the binaries are built into.
+const BinDirEnv = "UNDERSTUDY_TEST_BIN"
+
+// buildTimeout bounds one go build; a cold cache builds etcd in 1-2 minutes
+// on two cores.
+const buildTimeout = 15 * time.Minute
+
+// Bins holds absolute paths of the binaries the end-to-end tests run.
+type Bins struct {
+	Etcd    string // stock etcd, go.etcd.io/etcd/server/v3
+	Etcdctl string // stock etcdctl, go.etcd.io/etcd/etcdctl/v3
+	Primary string // ./cmd/primary
+	// Replica is ./cmd/replica, or "" when the module has no such command
+	// yet; see RequireReplica.
+	Replica string
+
+	root string // module root the binaries were built from
+	dir  string // where they were built
+}
+
+// built is the once-per-test-process build: every test process builds
+// afresh so that it runs the code it was compiled with.
+var built struct {
+	once sync.Once
+	bins Bins
+	err  error
+}
+
+// Binaries builds etcd, etcdctl, primary and (if present) replica once per
+// test process and returns their paths. A build failure fails every test that
+// asks, not only the first.
+func Binaries(t testing.TB) *Bins {
+	t.Helper()
+	built.once.Do(func() { built.bins, built.err = buildAll() })
+	if built.err != nil {
+		t.Fatalf("%v", built.err)
+	}
+	b := built.bins
+	return &b
+}
+
+// RequireReplica fails the test when there is no replica binary. It fails
+// rather than skips so that a missing command is never mistaken for a pass.
+func (b *Bins) RequireReplica(t testing.TB) {
+	t.Helper()
+	if b.Replica == "" {
+		t.Fatalf("harness: this test needs the replica binary, but %s does not exist",
+			filepath.Join(b.root, "cmd", "replica"))
+	}
+}
+
+// Build builds the main package pkg (an import path, or a path relative to
+// the module root such as "./cmd/tool") into the binaries directory and
+// returns the binary's path. It rebuilds on every call; the build cache makes
+// repeated calls cheap.
+func (b *Bins) Build(t testing.TB, pkg string) string {
+	t.Helper()
+	p, err := buildOne(b.root, b.dir, binName(pkg), pkg)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return p
+}
+
+func buildAll() (Bins, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return Bins{}, err
+	}
+	dir, err := binDir(root)
+	if err != nil {
+		return Bins{}, err
+	}
+	b := Bins{root: root, dir: dir}
+	targets := []struct {
+		dst       *string
+		name, pkg string
+	}{
+		{&b.Etcd, "etcd", "go.etcd.io/etcd/server/v3"},
+		{&b.Etcdctl, "etcdctl", "go.etcd.io/etcd/etcdctl/v3"},
+		{&b.Primary, "primary", "./cmd/primary"},
+		{&b.Replica, "replica", "./cmd/replica"},
+	}
+	for _, tg := range targets {
+		if strings.HasPrefix(tg.pkg, "./") {
+			if _, err := os.Stat(filepath.Join(root, tg.pkg)); errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+		}
+		p, err := buildOne(root, dir, tg.name, tg.pkg)
+		if err != nil {
+			return Bins{}, err
+		}
+		*tg.dst = p
+	}
+	return b, nil
+}
+
+// buildOne builds pkg to dir/name through a temporary name and a rename, so
+// that test processes building concurrently never see a half-written binary.
+func buildOne(root, dir, name, pkg string) (string, error) {
+	final := filepath.Join(dir, name)
+	tmp, err := os.CreateTemp(dir, "."+name+"-*")
+	if err != nil {
+		return "", fmt.Errorf("harness: build %s: %w", pkg, err)
+	}
+	tmpPath := tmp.Name()
+	defer os.Remove(tmpPath) // a no-op once renamed
+	// Seed the temporary file with the previous binary: go build reads the
+	// build ID of an existing output and skips linking (seconds for etcd)
+	// when it is up to date.
+	seeded, err := seed(tmp, final)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("harness: build %s: seed from %s: %w", pkg, final, err)
+	}
+	if !seeded {
+		// go build refuses to overwrite a file that is not an executable.
+		if err := os.Remove(tmpPath); err != nil {
+			return "", fmt.Errorf("harness: build %s: %w", pkg, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmpPath, pkg)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("harness: go build -o %s %s (in %s): %w\n%s", final, pkg, root, err, out)
+	}
+	if err := os.Rename(tmpPath, final); err != nil {
+		return "", fmt.Errorf("harness: build %s: %w", pkg, err)
+	}
+	return final, nil
+}
+
+// seed copies the binary at from into f, made executable, and reports
+// whether there was one.
+func seed(f *os.File, from string) (bool, error) {
+	src, err := os.Open(from)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer src.Close()
+	if _, err := io.Copy(f, src); err != nil {
+		return false, err
+	}
+	return true, f.Chmod(0o755)
+}
+
+// moduleRoot walks up from the working directory (the test's package
+// directory) to the directory holding go.mod.
+func moduleRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("harness: find module root: %w", err)
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("harness: find module root: no go.mod above %s", wd)
+		}
+	}
+}
+
+// binDir returns BinDirEnv, or a directory under the system temp dir that is
+// per user and per checkout, so that two checkouts never swap binaries under
+// each other's running tests.
+func binDir(root string) (string, error) {
+	dir := os.Getenv(BinDirEnv)
+	if dir == "" {
+		sum := sha256.Sum256([]byte(root))
+		dir = filepath.Join(os.TempDir(), fmt.Sprintf("understudy-test-bin-%d-%s", os.Getuid(), hex.EncodeToString(sum[:4])))
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("harness: binaries directory: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("harness: binaries directory: %w", err)
+	}
+	return dir, nil
+}
+
+// binName is the name go build would give pkg: its last element, or the one
+// before a major-version suffix such as /v3.
+func binName(pkg string) string {
+	pkg = strings.TrimSuffix(filepath.ToSlash(pkg), "/")
+	base := path.Base(pkg)
+	if len(base) > 1 && base[0] == 'v' && strings.Trim(base[1:], "0123456789") == "" && strings.Contains(pkg, "/") {
+		base = path.Base(path.Dir(pkg))
+	}
+	return base
+}

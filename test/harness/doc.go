@@ -1,0 +1,8 @@
+// Package harness starts real etcd, primary and replica processes on
+// 127.0.0.1 for end-to-end tests, with ports picked at run time, logs kept per
+// process and printed when a test fails, and an in-test TCP proxy to cut or
+// slow traffic between them.
+//
+// Everything a test starts is stopped by t.Cleanup. Nothing here sleeps to
+// synchronise: waits poll a condition under a deadline (WaitFor, WaitLog).
+package harness

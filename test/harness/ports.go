@@ -1,0 +1,134 @@
+package harness
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// handedOut remembers every port given to a test in this process: a port
+// closed after probing is free again for the kernel, which may offer it to
+// the next probe before the first test's process has bound it.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and
+// that no other call in this test process has returned.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	for range 100 {
+		port, err := probe()
+		if err != nil {
+			t.Fatalf("harness: free port: %v", err)
+		}
+		if reserve(port) {
+			return port
+		}
+	}
+	t.Fatalf("harness: free port: every probed port was already handed out")
+	return 0
+}
+
+// FreePortRun returns base such that the n ports base .. base+n-1 were all
+// free a moment ago and none was handed out before, for programs that take a
+// base port and count up from it. The run is taken below the kernel's
+// ephemeral range so that outgoing connections do not land in it.
+func FreePortRun(t testing.TB, n int) int {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("harness: free port run of %d ports", n)
+	}
+	lo, hi := 10000, ephemeralLow()-n
+	if hi <= lo {
+		lo, hi = 1024, 65536-n
+	}
+	for range 200 {
+		base := lo + rand.IntN(hi-lo)
+		if reserveRun(base, n) {
+			return base
+		}
+	}
+	t.Fatalf("harness: no run of %d free ports found in %d..%d", n, lo, hi+n)
+	return 0
+}
+
+// URL returns the http URL of port on 127.0.0.1.
+func URL(port int) string {
+	return "http://127.0.0.1:" + strconv.Itoa(port)
+}
+
+func probe() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	return port, ln.Close()
+}
+
+func reserve(port int) bool {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports[port] {
+		return false
+	}
+	if handedOut.ports == nil {
+		handedOut.ports = make(map[int]bool)
+	}
+	handedOut.ports[port] = true
+	return true
+}
+
+// reserveRun holds the lock while probing, so that two concurrent runs can
+// not overlap; probing n ports takes well under a millisecond each.
+func reserveRun(base, n int) bool {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for p := base; p < base+n; p++ {
+		if handedOut.ports[p] {
+			return false
+		}
+	}
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for p := base; p < base+n; p++ {
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			return false
+		}
+		lns = append(lns, ln)
+	}
+	if handedOut.ports == nil {
+		handedOut.ports = make(map[int]bool)
+	}
+	for p := base; p < base+n; p++ {
+		handedOut.ports[p] = true
+	}
+	return true
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range, or the
+// Linux default when it cannot be read.
+func ephemeralLow() int {
+	const linuxDefault = 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return linuxDefault
+	}
+	var lo, hi int
+	if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &lo, &hi); err != nil || lo <= 0 {
+		return linuxDefault
+	}
+	return lo
+}
