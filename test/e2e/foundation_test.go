@@ -45,7 +45,9 @@ func TestPrimaryClusterServesEtcdctl(t *testing.T) {
 	var st []struct {
 		Endpoint string
 		Status   struct {
-			Header struct{ MemberID uint64 `json:"member_id"` } `json:"header"`
+			Header struct {
+				MemberID uint64 `json:"member_id"`
+			} `json:"header"`
 			Leader uint64 `json:"leader"`
 		}
 	}
