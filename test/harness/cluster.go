@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,148 +13,267 @@ import (
 	"go.uber.org/zap"
 )
 
-// Kind is what runs a voting member.
+const (
+	// readyTimeout bounds StartCluster's wait for every member to answer
+	// and agree on a leader.
+	readyTimeout = 30 * time.Second
+	// leaderTimeout bounds Leader's wait for an agreed leader, which covers
+	// an election after the leader was killed.
+	leaderTimeout = 30 * time.Second
+	// rpcTimeout bounds one Status call while polling.
+	rpcTimeout = 2 * time.Second
+	// testMaxLearners is passed to every member: etcd checks the learner
+	// limit on each voter, and tests attach several replicas.
+	testMaxLearners = 4
+)
+
+// Kind says which binary a cluster member runs.
 type Kind int
 
 const (
-	// KindPrimary is understudy's primary.
+	// KindPrimary runs cmd/primary.
 	KindPrimary Kind = iota
-	// KindEtcd is stock etcd v3.7, built from this module's graph.
+	// KindEtcd runs stock etcd.
 	KindEtcd
 )
 
 func (k Kind) String() string {
-	if k == KindEtcd {
+	switch k {
+	case KindPrimary:
+		return "primary"
+	case KindEtcd:
 		return "etcd"
+	default:
+		return "Kind(" + strconv.Itoa(int(k)) + ")"
 	}
-	return "primary"
 }
 
-// ClusterConfig describes a cluster of voters.
+// ClusterConfig says what cluster StartCluster starts.
 type ClusterConfig struct {
-	// N is the number of members (default 3).
+	// N is the number of voting members; 0 means len(Kinds), or 3 if
+	// Kinds is empty too.
 	N int
-	// Kinds gives each member's kind; default all primary.
+	// Kinds gives each member's binary, in member order; members beyond
+	// its end run KindPrimary.
 	Kinds []Kind
-	// ExtraArgs go to every member, after the harness's own (a later flag
-	// wins, so they can override).
+	// ExtraArgs are appended to every member's arguments; since both
+	// binaries take etcd's flags, a later flag overrides a default.
 	ExtraArgs []string
-	// Token is the initial cluster token (default: the test's name).
+	// Token is the initial cluster token; "" picks one unique to the
+	// cluster.
 	Token string
 }
 
-// Member is one voting member.
+// Member is one voting member of a Cluster.
 type Member struct {
-	Name               string
-	ClientURL, PeerURL string
-	DataDir            string
-	Proc               *Proc
+	Name      string
+	Kind      Kind
+	ClientURL string
+	PeerURL   string
+	// ID is the member id, learned once the cluster is ready.
+	ID      uint64
+	Proc    *Proc
+	DataDir string
 }
 
-// Cluster is a running cluster of voters.
+// Cluster is a set of voting members started by StartCluster.
 type Cluster struct {
 	Members []*Member
-	Kinds   []Kind
-	t       testing.TB
+	// Kinds is each member's kind, in member order.
+	Kinds []Kind
+	Bins  *Bins
+
+	// status serves the harness's own Status calls, each of which dials
+	// the one endpoint it names.
+	status *clientv3.Client
 }
 
-// StartCluster starts the voters with etcd's own flags and waits until every
-// member answers and all agree on a leader.
+// StartCluster starts a new cluster of real etcd and/or primary processes on
+// 127.0.0.1 and waits until every member answers and all agree on a leader.
 func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 	t.Helper()
+	n := cfg.N
+	if n == 0 {
+		n = len(cfg.Kinds)
+	}
+	if n == 0 {
+		n = 3
+	}
+	if n < 0 || len(cfg.Kinds) > n {
+		t.Fatalf("harness: cluster of N=%d with %d kinds", cfg.N, len(cfg.Kinds))
+	}
 	bins := Binaries(t)
-	if cfg.N == 0 {
-		cfg.N = 3
-	}
-	if cfg.Token == "" {
-		cfg.Token = strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
-	}
-	c := &Cluster{t: t}
-	var ic []string
-	for i := range cfg.N {
+	c := &Cluster{Bins: bins, Kinds: make([]Kind, n)}
+	copy(c.Kinds, cfg.Kinds)
+
+	peers := make([]string, n)
+	for i := range n {
 		m := &Member{
-			Name:      fmt.Sprintf("m%d", i+1),
+			Name:      "m" + strconv.Itoa(i+1),
+			Kind:      c.Kinds[i],
 			ClientURL: URL(FreePort(t)),
 			PeerURL:   URL(FreePort(t)),
 		}
 		m.DataDir = filepath.Join(t.TempDir(), m.Name+".etcd")
 		c.Members = append(c.Members, m)
-		kind := KindPrimary
-		if i < len(cfg.Kinds) {
-			kind = cfg.Kinds[i]
-		}
-		c.Kinds = append(c.Kinds, kind)
-		ic = append(ic, m.Name+"="+m.PeerURL)
+		peers[i] = m.Name + "=" + m.PeerURL
 	}
-	for i, m := range c.Members {
+	token := cfg.Token
+	if token == "" {
+		// Unique per cluster, so that a member of another cluster that
+		// reaches these ports is refused, not joined; named after the test
+		// for whoever reads the logs.
+		token = strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()) + "-" +
+			strings.TrimPrefix(c.Members[0].PeerURL, "http://127.0.0.1:")
+	}
+	for _, m := range c.Members {
 		bin := bins.Primary
-		if c.Kinds[i] == KindEtcd {
+		if m.Kind == KindEtcd {
 			bin = bins.Etcd
 		}
-		args := []string{
-			"--name", m.Name, "--data-dir", m.DataDir,
-			"--listen-client-urls", m.ClientURL, "--advertise-client-urls", m.ClientURL,
-			"--listen-peer-urls", m.PeerURL, "--initial-advertise-peer-urls", m.PeerURL,
-			"--initial-cluster", strings.Join(ic, ","), "--initial-cluster-state", "new",
-			"--initial-cluster-token", cfg.Token,
-			"--max-learners", "4", "--log-level", "warn",
+		if bin == "" {
+			t.Fatalf("harness: no binary for member %s of kind %v", m.Name, m.Kind)
 		}
-		m.Proc = Start(t, ProcConfig{Name: m.Name + "-" + c.Kinds[i].String(), Bin: bin, Args: append(args, cfg.ExtraArgs...)})
+		args := []string{
+			"--name", m.Name,
+			"--data-dir", m.DataDir,
+			"--listen-client-urls", m.ClientURL,
+			"--advertise-client-urls", m.ClientURL,
+			"--listen-peer-urls", m.PeerURL,
+			"--initial-advertise-peer-urls", m.PeerURL,
+			"--initial-cluster", strings.Join(peers, ","),
+			"--initial-cluster-state", "new",
+			"--initial-cluster-token", token,
+			"--max-learners", strconv.Itoa(testMaxLearners),
+			"--log-level", "warn",
+		}
+		m.Proc = Start(t, ProcConfig{Name: m.Name + "-" + m.Kind.String(), Bin: bin, Args: append(args, cfg.ExtraArgs...)})
 	}
-	c.WaitLeader(t, 60*time.Second)
+	c.status = c.Client(t)
+	c.waitReady(t)
 	return c
 }
 
-// Endpoints are the members' client URLs.
+// waitReady waits until every member answers Status and all report the same
+// leader, then records member ids.
+func (c *Cluster) waitReady(t testing.TB) {
+	t.Helper()
+	ids := make([]uint64, len(c.Members))
+	WaitFor(t, readyTimeout, "cluster ready (every member answers Status and reports the same leader)", func() (bool, error) {
+		var leader uint64
+		var leaderFrom string
+		for i, m := range c.Members {
+			if m.Proc.Exited() {
+				t.Fatalf("harness: member %s (%v) exited while the cluster was starting; its log follows", m.Name, m.Kind)
+			}
+			st, err := c.Status(m)
+			if err != nil {
+				return false, err
+			}
+			if st.Leader == 0 {
+				return false, fmt.Errorf("member %s (%s) has no leader yet", m.Name, m.ClientURL)
+			}
+			if leader != 0 && st.Leader != leader {
+				return false, fmt.Errorf("member %s reports leader %x, member %s reports %x", m.Name, st.Leader, leaderFrom, leader)
+			}
+			leader, leaderFrom = st.Leader, m.Name
+			ids[i] = st.Header.MemberId
+		}
+		return true, nil
+	})
+	for i, m := range c.Members {
+		m.ID = ids[i]
+	}
+}
+
+// Endpoints returns every member's client URL, in member order.
 func (c *Cluster) Endpoints() []string {
-	var eps []string
-	for _, m := range c.Members {
-		eps = append(eps, m.ClientURL)
+	eps := make([]string, len(c.Members))
+	for i, m := range c.Members {
+		eps[i] = m.ClientURL
 	}
 	return eps
 }
 
-// Client returns a client of every member, closed when the test ends.
+// Client returns a client for all members, closed at cleanup.
 func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   c.Endpoints(),
+		DialTimeout: 5 * time.Second,
+		// The client logs through zap from its own goroutines; a test
+		// logger there could outlive the test.
+		Logger: zap.NewNop(),
+	})
 	if err != nil {
-		t.Fatalf("harness: client: %v", err)
+		t.Fatalf("harness: client for %v: %v", c.Endpoints(), err)
 	}
 	t.Cleanup(func() { cli.Close() })
 	return cli
 }
 
-// WaitLeader waits until every running member answers Status and all report
-// the same leader, and returns that leader.
+// Leader waits up to 30 s until the running members agree on a leader that
+// is one of them, and returns it.
+func (c *Cluster) Leader(t testing.TB) *Member {
+	t.Helper()
+	return c.WaitLeader(t, leaderTimeout)
+}
+
+// WaitLeader is Leader with a given timeout.
 func (c *Cluster) WaitLeader(t testing.TB, timeout time.Duration) *Member {
 	t.Helper()
-	cli := c.Client(t)
 	var leader *Member
-	WaitFor(t, timeout, "cluster agrees on a leader", func() (bool, error) {
-		var lead uint64
-		for _, m := range c.Members {
-			if m.Proc.Exited() {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			st, err := cli.Status(ctx, m.ClientURL)
-			cancel()
-			if err != nil {
-				return false, fmt.Errorf("%s: %w", m.Name, err)
-			}
-			if st.Leader == 0 || (lead != 0 && st.Leader != lead) {
-				return false, fmt.Errorf("%s sees leader %x, others %x", m.Name, st.Leader, lead)
-			}
-			lead = st.Leader
-			if st.Header.MemberId == st.Leader {
-				leader = m
-			}
-		}
-		return leader != nil, fmt.Errorf("the leader %x is not among the running members", lead)
+	WaitFor(t, timeout, "a leader agreed on by every running member", func() (bool, error) {
+		var err error
+		leader, err = c.CurrentLeader()
+		return err == nil, err
 	})
 	return leader
 }
 
-// Leader returns the current leader.
-func (c *Cluster) Leader(t testing.TB) *Member { return c.WaitLeader(t, 30*time.Second) }
+// CurrentLeader asks every running member once and returns the leader they
+// all report, or an error if they do not agree, have none, or report one
+// that is not running. Use it inside WaitFor.
+func (c *Cluster) CurrentLeader() (*Member, error) {
+	var leader uint64
+	var leaderFrom string
+	for _, m := range c.Members {
+		if m.Proc.Exited() {
+			continue
+		}
+		st, err := c.Status(m)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case st.Leader == 0:
+			return nil, fmt.Errorf("member %s has no leader", m.Name)
+		case leader != 0 && st.Leader != leader:
+			return nil, fmt.Errorf("member %s reports leader %x, member %s reports %x", m.Name, st.Leader, leaderFrom, leader)
+		}
+		leader, leaderFrom = st.Leader, m.Name
+	}
+	if leader == 0 {
+		return nil, fmt.Errorf("no member is running")
+	}
+	for _, m := range c.Members {
+		if m.ID == leader {
+			if m.Proc.Exited() {
+				return nil, fmt.Errorf("running members still report leader %s, which has exited", m.Name)
+			}
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("leader %x is not a member of this cluster", leader)
+}
+
+// Status asks member m, and only m, for its status.
+func (c *Cluster) Status(m *Member) (*clientv3.StatusResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	st, err := c.status.Status(ctx, m.ClientURL)
+	if err != nil {
+		return nil, fmt.Errorf("member %s (%s) does not answer Status: %w", m.Name, m.ClientURL, err)
+	}
+	return st, nil
+}

@@ -1,7 +1,9 @@
 package harness
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -9,62 +11,70 @@ import (
 	"time"
 )
 
-func etcdctlArgs(endpoints []string, args []string) []string {
-	return append([]string{"--endpoints", strings.Join(endpoints, ","), "--dial-timeout", "5s", "--command-timeout", "10s"}, args...)
-}
+// etcdctlTimeout bounds one Etcdctl run: above the dial and command
+// timeouts it passes, so etcdctl's own error is what a test sees.
+const etcdctlTimeout = 30 * time.Second
 
-func etcdctlEnv() []string {
-	var env []string
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "ETCDCTL_") {
-			env = append(env, e)
-		}
-	}
-	return env
-}
-
-// Etcdctl runs the real etcdctl against endpoints and returns its stdout;
-// err carries stderr.
+// Etcdctl runs the real etcdctl against endpoints and returns its stdout.
+// Defaults --dial-timeout 5s and --command-timeout 10s come before args, so
+// args can override them. The error carries stderr.
 func Etcdctl(t testing.TB, bins *Bins, endpoints []string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), etcdctlTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bins.Etcdctl, etcdctlArgs(endpoints, args)...)
-	cmd.Env = etcdctlEnv()
-	var stdout, stderr strings.Builder
+	cmd := etcdctlCommand(ctx, bins, endpoints, args)
+	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), &EtcdctlError{Args: args, Err: err, Stderr: stderr.String()}
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("did not finish within %v: %w", etcdctlTimeout, ctx.Err())
+	}
+	if err != nil {
+		return stdout.String(), fmt.Errorf("harness: etcdctl %s: %w\nstderr:\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return stdout.String(), nil
 }
 
-// EtcdctlError is a failed etcdctl run.
-type EtcdctlError struct {
-	Args   []string
-	Err    error
-	Stderr string
-}
-
-func (e *EtcdctlError) Error() string {
-	return "etcdctl " + strings.Join(e.Args, " ") + ": " + e.Err.Error() + "\n" + e.Stderr
-}
-
-// MustEtcdctl is Etcdctl that fails the test on error.
+// MustEtcdctl is Etcdctl that fails the test, with etcdctl's whole output,
+// when etcdctl fails.
 func MustEtcdctl(t testing.TB, bins *Bins, endpoints []string, args ...string) string {
 	t.Helper()
 	out, err := Etcdctl(t, bins, endpoints, args...)
 	if err != nil {
-		t.Fatalf("harness: %v", err)
+		t.Fatalf("%v\nstdout:\n%s", err, out)
 	}
 	return out
 }
 
-// EtcdctlCmd prepares a long-running etcdctl (watch, lease keep-alive) for
-// the test to start and read.
+// EtcdctlCmd returns an etcdctl command, not started, for long-running ones
+// such as watch whose output a test reads as it comes. It is killed at
+// cleanup if still running.
 func EtcdctlCmd(t testing.TB, bins *Bins, endpoints []string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(bins.Etcdctl, etcdctlArgs(endpoints, args)...)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return etcdctlCommand(ctx, bins, endpoints, args)
+}
+
+func etcdctlCommand(ctx context.Context, bins *Bins, endpoints []string, args []string) *exec.Cmd {
+	full := append([]string{
+		"--endpoints", strings.Join(endpoints, ","),
+		"--dial-timeout", "5s",
+		"--command-timeout", "10s",
+	}, args...)
+	cmd := exec.CommandContext(ctx, bins.Etcdctl, full...)
 	cmd.Env = etcdctlEnv()
 	return cmd
+}
+
+// etcdctlEnv is the test's environment without ETCDCTL_* variables, which
+// would otherwise change what etcdctl does (ETCDCTL_API, ETCDCTL_ENDPOINTS…).
+func etcdctlEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ETCDCTL_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }

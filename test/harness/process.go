@@ -1,9 +1,10 @@
 package harness
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,199 +15,280 @@ import (
 	"time"
 )
 
-// ProcConfig says what to run.
+const (
+	// stopGrace is how long Stop waits after SIGTERM before SIGKILL.
+	stopGrace = 10 * time.Second
+	// logTailLines is how much of each log a failed test prints.
+	logTailLines = 200
+	// pollInterval paces WaitLog.
+	pollInterval = 25 * time.Millisecond
+)
+
+// ProcConfig says what process to start.
 type ProcConfig struct {
+	// Name labels the process in its log file name and in failure output.
 	Name string
+	// Bin is the executable's path.
 	Bin  string
 	Args []string
-	// Env is added to the test's environment.
+	// Env is appended to the test process's environment; a later entry
+	// for the same variable wins.
 	Env []string
-	// Dir is the working directory (default: a fresh temporary one).
+	// Dir is the working directory; "" is a fresh temp dir, so that
+	// defaults such as etcd's ./default.etcd never land in the source tree.
 	Dir string
 }
 
-// Proc is a process under test. Its stdout and stderr go to one log file,
-// kept across restarts.
+// Proc is a process started by Start. Its methods are safe for concurrent
+// use.
 type Proc struct {
 	cfg     ProcConfig
 	logPath string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the current run has exited
-	code int
+	mu  sync.Mutex
+	cur *run // the latest start; replaced by Restart
 }
 
-// Start starts a process; t.Cleanup kills it if it still runs, and prints
-// the tail of its log if the test failed.
+// run is one start of a Proc. state is written once, by the goroutine that
+// waits for the process, before it closes done; read it only after done.
+type run struct {
+	cmd      *exec.Cmd
+	logStart int64 // log size after this run's start marker
+	done     chan struct{}
+	state    *os.ProcessState // nil if waiting failed; ExitCode is then -1
+}
+
+// Start starts a process with stdout and stderr appended to a log file in a
+// test temp dir, in a process group of its own so that Kill also reaches
+// anything it started. At cleanup it is killed if still running, and if the
+// test failed the end of its log is printed.
 func Start(t testing.TB, cfg ProcConfig) *Proc {
 	t.Helper()
+	if cfg.Name == "" {
+		cfg.Name = filepath.Base(cfg.Bin)
+	}
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
 	}
 	p := &Proc{cfg: cfg, logPath: filepath.Join(t.TempDir(), cfg.Name+".log")}
 	if err := p.start(); err != nil {
-		t.Fatalf("harness: %v", err)
+		t.Fatalf("%v", err)
 	}
+	// Registered after TempDir's own cleanup, so it runs first: the process
+	// must be gone before its directories are removed.
 	t.Cleanup(func() {
 		p.Kill()
 		if t.Failed() {
-			t.Logf("---- last lines of %s's log (%s) ----\n%s", cfg.Name, p.logPath, tail(p.Log(), 150))
+			t.Logf("harness: %s (pid %d, %s), last %d lines of its log:\n%s",
+				cfg.Name, p.PID(), p.logPath, logTailLines, tail(p.Log(), logTailLines))
 		}
 	})
 	return p
 }
 
 func (p *Proc) start() error {
-	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(p.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("start %s: %w", p.cfg.Name, err)
+		return fmt.Errorf("harness: start %s: %w", p.cfg.Name, err)
+	}
+	defer f.Close() // the child has its own descriptor
+	// A marker per start, for whoever reads a log that spans restarts.
+	if _, err := fmt.Fprintf(f, "### harness: starting %s %s\n", p.cfg.Bin, strings.Join(p.cfg.Args, " ")); err != nil {
+		return fmt.Errorf("harness: start %s: %w", p.cfg.Name, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("harness: start %s: %w", p.cfg.Name, err)
 	}
 	cmd := exec.Command(p.cfg.Bin, p.cfg.Args...)
-	cmd.Dir = p.cfg.Dir
-	cmd.Env = append(os.Environ(), p.cfg.Env...)
+	// An *os.File, not a pipe: Wait then returns when the process exits,
+	// even if something it started still holds the log open.
 	cmd.Stdout, cmd.Stderr = f, f
-	// Its own process group, so that a kill reaches anything it started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	fmt.Fprintf(f, "### harness: starting %s %s\n", p.cfg.Bin, strings.Join(p.cfg.Args, " "))
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return fmt.Errorf("start %s: %w", p.cfg.Name, err)
+	cmd.Dir = p.cfg.Dir
+	if len(p.cfg.Env) > 0 {
+		cmd.Env = append(os.Environ(), p.cfg.Env...)
 	}
-	done := make(chan struct{})
-	p.mu.Lock()
-	p.cmd, p.done = cmd, done
-	p.mu.Unlock()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("harness: start %s: %w", p.cfg.Name, err)
+	}
+	r := &run{cmd: cmd, logStart: fi.Size(), done: make(chan struct{})}
 	go func() {
-		err := cmd.Wait()
-		f.Close()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			code = -1
-		}
-		p.mu.Lock()
-		p.code = code
-		p.mu.Unlock()
-		close(done)
+		_ = cmd.Wait() // the outcome is in ProcessState
+		r.state = cmd.ProcessState
+		close(r.done)
 	}()
+	p.mu.Lock()
+	p.cur = r
+	p.mu.Unlock()
 	return nil
 }
 
-// PID is the process ID of the current run.
-func (p *Proc) PID() int {
+func (p *Proc) run() *run {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cmd.Process.Pid
+	return p.cur
 }
 
-func (p *Proc) current() (*exec.Cmd, chan struct{}) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cmd, p.done
-}
+// Name is the name the process was started with.
+func (p *Proc) Name() string { return p.cfg.Name }
 
-// Exited reports whether the current run has ended.
+// PID is the process id of the latest start.
+func (p *Proc) PID() int { return p.run().cmd.Process.Pid }
+
+// LogPath is the log file's path.
+func (p *Proc) LogPath() string { return p.logPath }
+
+// Exited reports whether the latest start has exited.
 func (p *Proc) Exited() bool {
-	_, done := p.current()
 	select {
-	case <-done:
+	case <-p.run().done:
 		return true
 	default:
 		return false
 	}
 }
 
-// Kill sends SIGKILL to the process group and waits for the exit.
+// Kill sends SIGKILL to the process's group and waits for the process to
+// exit. Killing an exited process does nothing.
 func (p *Proc) Kill() {
-	cmd, done := p.current()
-	if p.Exited() {
+	r := p.run()
+	select {
+	case <-r.done:
 		return
+	default:
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-done
+	// The group id is the pid (Setpgid); signalling the group also reaches
+	// children the process started.
+	if err := syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		_ = r.cmd.Process.Kill()
+	}
+	<-r.done
 }
 
-// Stop sends SIGTERM, and SIGKILL if the process has not exited 10 seconds
-// later; it returns once the process has exited.
+// Stop sends SIGTERM to the process, waits up to 10 s for it to exit, then
+// kills it.
 func (p *Proc) Stop() {
-	cmd, done := p.current()
-	if p.Exited() {
+	r := p.run()
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.Kill()
 		return
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
+	timer := time.NewTimer(stopGrace)
+	defer timer.Stop()
 	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-r.done:
+	case <-timer.C:
 		p.Kill()
 	}
 }
 
-// Restart starts the process again with the same arguments, appending to
-// the same log. The previous run must have exited.
+// Restart starts the process again with the same configuration, appending
+// to the same log. A process still running is killed first.
 func (p *Proc) Restart(t testing.TB) {
 	t.Helper()
-	if !p.Exited() {
-		t.Fatalf("harness: restart %s: still running", p.cfg.Name)
-	}
+	p.Kill()
 	if err := p.start(); err != nil {
-		t.Fatalf("harness: %v", err)
+		t.Fatalf("%v", err)
 	}
 }
 
-// Wait waits for the current run to exit and returns its exit code.
+// Wait waits for the latest start to exit and returns its exit code, -1 if
+// a signal ended it. It returns an error only if ctx ends first.
 func (p *Proc) Wait(ctx context.Context) (int, error) {
-	_, done := p.current()
+	r := p.run()
 	select {
-	case <-done:
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.code, nil
+	case <-r.done:
+		return r.state.ExitCode(), nil
 	case <-ctx.Done():
-		return 0, fmt.Errorf("harness: %s still running: %w", p.cfg.Name, ctx.Err())
+		return -1, fmt.Errorf("harness: wait for %s (pid %d) to exit: %w", p.cfg.Name, r.cmd.Process.Pid, ctx.Err())
 	}
 }
 
-// Log returns everything the process has written so far.
+// Log returns the whole log, across restarts.
 func (p *Proc) Log() string {
-	b, _ := os.ReadFile(p.logPath)
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return fmt.Sprintf("harness: read log of %s: %v", p.cfg.Name, err)
+	}
 	return string(b)
 }
 
-// WaitLog waits until the log contains s (counting only what the current
-// run wrote, after its start marker), or the process exits, or ctx ends.
+// WaitLog waits until s appears in what the latest start has logged (output
+// of earlier starts does not count, so that a message from before a restart
+// is not mistaken for a new one). It fails early if the process exits
+// without logging s.
 func (p *Proc) WaitLog(ctx context.Context, s string) error {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
+	r := p.run()
+	sc := logScanner{path: p.logPath, pos: r.logStart, want: []byte(s)}
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
 	for {
-		log := p.Log()
-		if i := strings.LastIndex(log, "### harness: starting"); i >= 0 {
-			log = log[i:]
+		found, err := sc.scan()
+		if err != nil {
+			return fmt.Errorf("harness: wait for %q in log of %s: %w", s, p.cfg.Name, err)
 		}
-		if strings.Contains(log, s) {
+		if found {
 			return nil
-		}
-		if p.Exited() {
-			// One more read: the exit may have flushed it.
-			if strings.Contains(p.Log(), s) {
-				return nil
-			}
-			return fmt.Errorf("harness: %s exited before logging %q:\n%s", p.cfg.Name, s, tail(p.Log(), 30))
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("harness: %s did not log %q: %w", p.cfg.Name, s, ctx.Err())
-		case <-t.C:
+			return fmt.Errorf("harness: wait for %q in log of %s: %w", s, p.cfg.Name, ctx.Err())
+		case <-r.done:
+			// Everything it wrote is in the file now: look once more.
+			if found, err := sc.scan(); found || err != nil {
+				return err
+			}
+			return fmt.Errorf("harness: %s exited (%v) without logging %q", p.cfg.Name, r.state, s)
+		case <-ticker.C:
 		}
 	}
 }
 
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+// logScanner looks for want in a growing file, reading only what is new
+// each time.
+type logScanner struct {
+	path  string
+	pos   int64
+	want  []byte
+	carry []byte // the end of what was read, in case want straddles reads
+}
+
+func (s *logScanner) scan() (bool, error) {
+	f, err := os.Open(s.path)
+	if err != nil {
+		return false, err
 	}
-	return strings.Join(lines, "\n")
+	defer f.Close()
+	if _, err := f.Seek(s.pos, io.SeekStart); err != nil {
+		return false, err
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return false, err
+	}
+	s.pos += int64(len(b))
+	buf := append(s.carry, b...)
+	if bytes.Contains(buf, s.want) {
+		return true, nil
+	}
+	if keep := len(s.want) - 1; len(buf) > keep {
+		buf = buf[len(buf)-keep:]
+	}
+	s.carry = append([]byte(nil), buf...)
+	return false, nil
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	s = strings.TrimRight(s, "\n")
+	i := len(s)
+	for range n {
+		j := strings.LastIndexByte(s[:i], '\n')
+		if j < 0 {
+			return s
+		}
+		i = j
+	}
+	return s[i+1:]
 }

@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -8,33 +10,53 @@ import (
 	"time"
 )
 
-// Proxy forwards TCP connections to a target and can cut or slow the link:
-// Blackhole drops everything in both directions (connections stay open, as
-// when a network path silently fails), Delay holds each chunk back.
+const (
+	// proxyDialTimeout bounds the proxy's connection to its target.
+	proxyDialTimeout = 5 * time.Second
+	// proxyChunk is the most one read takes, and so one delayed chunk.
+	proxyChunk = 32 << 10
+	// proxyQueue bounds the chunks waiting out a delay in one direction;
+	// beyond it the reader stops reading and TCP pushes back on the sender.
+	proxyQueue = 256
+)
+
+// Proxy forwards TCP connections from a port on 127.0.0.1 to a target, and
+// can cut or slow the link in both directions. Its methods are safe for
+// concurrent use.
+//
+// Blackhole makes the link silently lose everything, as when a network path
+// fails: connections stay open and data sent into them is read and
+// dropped, never buffered for later. A connection that lost data has a gap
+// in its byte stream, so Heal closes it; its endpoints see a reset and
+// reconnect, as after a partition that outlived TCP's patience.
 type Proxy struct {
 	target string
-	l      net.Listener
+	ln     net.Listener
+	ctx    context.Context // ends at Close; aborts dials in flight
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the accept loop and every pair's owner
 
 	mu struct {
 		sync.Mutex
 		blackhole bool
 		delay     time.Duration
-		conns     map[net.Conn]struct{}
 		closed    bool
+		// pairs maps each open connection pair to whether it has lost data
+		// (or, accepted while blackholed, was never connected).
+		pairs map[*pair]bool
 	}
-	wg sync.WaitGroup
 }
 
-// NewProxy starts a proxy on 127.0.0.1 to target ("host:port"), closed when
-// the test ends.
+// NewProxy starts a proxy to target ("host:port"), closed at cleanup.
 func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("harness: proxy: %v", err)
+		t.Fatalf("harness: proxy to %s: %v", target, err)
 	}
-	p := &Proxy{target: target, l: l}
-	p.mu.conns = map[net.Conn]struct{}{}
+	p := &Proxy{target: target, ln: ln}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.mu.pairs = make(map[*pair]bool)
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.Close)
@@ -42,35 +64,47 @@ func NewProxy(t testing.TB, target string) *Proxy {
 }
 
 // Addr is the proxy's "host:port".
-func (p *Proxy) Addr() string { return p.l.Addr().String() }
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // URL is the proxy's http URL.
 func (p *Proxy) URL() string { return "http://" + p.Addr() }
 
-// Blackhole drops all traffic from now on, on open and new connections.
-func (p *Proxy) Blackhole() { p.set(true, 0) }
-
-// Delay delivers every chunk d after it arrived, in order.
-func (p *Proxy) Delay(d time.Duration) { p.set(false, d) }
-
-// Heal restores normal forwarding. Data dropped meanwhile stays lost, so
-// peers usually need a new connection to recover.
-func (p *Proxy) Heal() { p.set(false, 0) }
-
-func (p *Proxy) set(blackhole bool, delay time.Duration) {
+// Blackhole drops all traffic in both directions, on open and new
+// connections, until Heal. New connections are accepted but never reach
+// the target.
+func (p *Proxy) Blackhole() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.mu.blackhole, p.mu.delay = blackhole, delay
+	p.mu.blackhole = true
 }
 
-func (p *Proxy) mode() (blackhole bool, delay time.Duration) {
+// Delay delivers each chunk, in each direction, d after the proxy read it,
+// in order. Zero stops delaying.
+func (p *Proxy) Delay(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mu.blackhole, p.mu.delay
+	p.mu.delay = d
 }
 
-// Close stops accepting, closes every connection and waits for every
-// goroutine of the proxy.
+// Heal undoes Blackhole and Delay, and closes the connections that lost
+// data meanwhile.
+func (p *Proxy) Heal() {
+	p.mu.Lock()
+	p.mu.blackhole, p.mu.delay = false, 0
+	var broken []*pair
+	for pr, lost := range p.mu.pairs {
+		if lost {
+			broken = append(broken, pr)
+		}
+	}
+	p.mu.Unlock()
+	for _, pr := range broken {
+		pr.close()
+	}
+}
+
+// Close stops accepting, closes every connection and waits for all the
+// proxy's goroutines. It may be called more than once.
 func (p *Proxy) Close() {
 	p.mu.Lock()
 	if p.mu.closed {
@@ -78,108 +112,197 @@ func (p *Proxy) Close() {
 		return
 	}
 	p.mu.closed = true
-	for c := range p.mu.conns {
-		c.Close()
+	pairs := make([]*pair, 0, len(p.mu.pairs))
+	for pr := range p.mu.pairs {
+		pairs = append(pairs, pr)
 	}
 	p.mu.Unlock()
-	p.l.Close()
-	p.wg.Wait()
-}
-
-func (p *Proxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.mu.closed {
-		c.Close()
-		return false
+	p.cancel()
+	p.ln.Close()
+	for _, pr := range pairs {
+		pr.close()
 	}
-	p.mu.conns[c] = struct{}{}
-	return true
-}
-
-func (p *Proxy) untrack(c net.Conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.mu.conns, c)
-	c.Close()
+	p.wg.Wait()
 }
 
 func (p *Proxy) accept() {
 	defer p.wg.Done()
 	for {
-		in, err := p.l.Accept()
+		c, err := p.ln.Accept()
 		if err != nil {
+			// Closed by Close; any other accept error on loopback is
+			// as fatal to the proxy.
 			return
 		}
+		pr := &pair{p: p, client: c, done: make(chan struct{})}
+		p.mu.Lock()
+		if p.mu.closed {
+			p.mu.Unlock()
+			c.Close()
+			return
+		}
+		p.mu.pairs[pr] = p.mu.blackhole
+		// Added under the lock that Close takes before it waits, so the
+		// wait sees every pair.
 		p.wg.Add(1)
-		go p.serve(in)
+		p.mu.Unlock()
+		go pr.run()
 	}
 }
 
-// serve owns one client connection and its upstream connection.
-func (p *Proxy) serve(in net.Conn) {
-	defer p.wg.Done()
-	if !p.track(in) {
-		return
+// pass decides the fate of a chunk of pr's traffic: forwarded (with the
+// current delay), or dropped, which marks pr as broken.
+func (p *Proxy) pass(pr *pair) (delay time.Duration, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.blackhole || p.mu.pairs[pr] {
+		p.mu.pairs[pr] = true
+		return 0, false
 	}
-	defer p.untrack(in)
-	out, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-	if err != nil {
-		return
-	}
-	if !p.track(out) {
-		return
-	}
-	defer p.untrack(out)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); p.pipe(out, in); closeBoth(in, out) }()
-	go func() { defer wg.Done(); p.pipe(in, out); closeBoth(in, out) }()
-	wg.Wait()
+	return p.mu.delay, true
 }
 
-func closeBoth(a, b net.Conn) { a.Close(); b.Close() }
+// pair is one client connection and its connection to the target. run owns
+// it: it starts a reader and a writer per direction and waits for them.
+type pair struct {
+	p      *Proxy
+	client net.Conn
+	done   chan struct{} // closed by close
+
+	mu struct {
+		sync.Mutex
+		closed bool
+		target net.Conn
+	}
+	once sync.Once
+}
 
 type chunk struct {
 	data []byte
-	at   time.Time
+	due  time.Time
 }
 
-// pipe copies src to dst, dropping or delaying by the proxy's mode. A
-// reader and a writer goroutine keep order while chunks wait out a delay.
-func (p *Proxy) pipe(dst io.Writer, src io.Reader) {
-	q := make(chan chunk, 1024)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for c := range q {
-			if d := time.Until(c.at); d > 0 {
-				time.Sleep(d) // the injected delay itself
-			}
-			if blackhole, _ := p.mode(); blackhole {
-				continue
-			}
-			if _, err := dst.Write(c.data); err != nil {
-				// Keep draining so the reader never blocks on q.
-				for range q {
-				}
-				return
-			}
-		}
+func (pr *pair) run() {
+	defer pr.p.wg.Done()
+	defer func() {
+		pr.close()
+		pr.p.mu.Lock()
+		delete(pr.p.mu.pairs, pr)
+		pr.p.mu.Unlock()
 	}()
-	buf := make([]byte, 32*1024)
+	if _, ok := pr.p.pass(pr); !ok {
+		// Accepted while blackholed: swallow what the client sends until
+		// Heal or Close closes the connection.
+		pr.discard(pr.client)
+		return
+	}
+	d := net.Dialer{Timeout: proxyDialTimeout}
+	target, err := d.DialContext(pr.p.ctx, "tcp", pr.p.target)
+	if err != nil {
+		return
+	}
+	if !pr.setTarget(target) {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, dir := range [][2]net.Conn{{pr.client, target}, {target, pr.client}} {
+		ch := make(chan chunk, proxyQueue)
+		wg.Add(2)
+		go func() { defer wg.Done(); pr.read(dir[0], ch) }()
+		go func() { defer wg.Done(); pr.write(ch, dir[1]) }()
+	}
+	wg.Wait()
+}
+
+func (pr *pair) setTarget(c net.Conn) bool {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.mu.closed {
+		c.Close()
+		return false
+	}
+	pr.mu.target = c
+	return true
+}
+
+// close closes both connections, which ends every goroutine of the pair.
+func (pr *pair) close() {
+	pr.once.Do(func() {
+		pr.mu.Lock()
+		pr.mu.closed = true
+		target := pr.mu.target
+		pr.mu.Unlock()
+		close(pr.done)
+		pr.client.Close()
+		if target != nil {
+			target.Close()
+		}
+	})
+}
+
+func (pr *pair) discard(src net.Conn) {
+	buf := make([]byte, proxyChunk)
+	for {
+		if _, err := src.Read(buf); err != nil {
+			return
+		}
+		pr.p.pass(pr)
+	}
+}
+
+// read reads src and queues what may pass on ch, closing ch at the end.
+func (pr *pair) read(src net.Conn, ch chan<- chunk) {
+	defer close(ch)
+	buf := make([]byte, proxyChunk)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			blackhole, delay := p.mode()
-			if !blackhole {
-				q <- chunk{data: append([]byte(nil), buf[:n]...), at: time.Now().Add(delay)}
+			now := time.Now()
+			if delay, ok := pr.p.pass(pr); ok {
+				select {
+				case ch <- chunk{data: append([]byte(nil), buf[:n]...), due: now.Add(delay)}:
+				case <-pr.done:
+					return
+				}
 			}
 		}
+		if errors.Is(err, io.EOF) {
+			return // the writer passes the half-close on
+		}
 		if err != nil {
-			break
+			pr.close()
+			return
 		}
 	}
-	close(q)
-	<-done
+}
+
+// write delivers the chunks from ch to dst when they are due.
+func (pr *pair) write(ch <-chan chunk, dst net.Conn) {
+	for c := range ch {
+		if wait := time.Until(c.due); wait > 0 {
+			timer := time.NewTimer(wait)
+			select {
+			case <-timer.C:
+			case <-pr.done:
+				timer.Stop()
+				return
+			}
+		}
+		// A blackhole that began while the chunk waited drops it too.
+		if _, ok := pr.p.pass(pr); !ok {
+			continue
+		}
+		if _, err := dst.Write(c.data); err != nil {
+			pr.close()
+			return
+		}
+	}
+	select {
+	case <-pr.done:
+	default:
+		// The source sent FIN and everything before it is delivered.
+		if tc, ok := dst.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+	}
 }
