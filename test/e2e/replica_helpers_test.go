@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,54 +14,18 @@ import (
 )
 
 // replica is a replica process started by a test.
-type replica struct {
-	*harness.Proc
-	Name, ClientURL, PeerURL, DataDir string
-}
+type replica = harness.Replica
 
 type replicaOpts struct {
-	// AdvertisePeerURL overrides the advertised peer URL (default: the
-	// listen URL).
 	AdvertisePeerURL string
 	Extra            []string
-	// NoWait returns at once instead of waiting until it serves.
-	NoWait bool
+	NoWait           bool
 }
 
 func startReplica(t *testing.T, bins *harness.Bins, c *harness.Cluster, name string, o replicaOpts) *replica {
 	t.Helper()
 	bins.RequireReplica(t)
-	r := &replica{
-		Name:      name,
-		ClientURL: harness.URL(harness.FreePort(t)),
-		PeerURL:   harness.URL(harness.FreePort(t)),
-		DataDir:   filepath.Join(t.TempDir(), name+".replica"),
-	}
-	adv := r.PeerURL
-	if o.AdvertisePeerURL != "" {
-		adv = o.AdvertisePeerURL
-	}
-	args := []string{
-		"--name", name, "--data-dir", r.DataDir,
-		"--join", strings.Join(c.Endpoints(), ","),
-		"--listen-peer-urls", r.PeerURL, "--initial-advertise-peer-urls", adv,
-		"--listen-client-urls", r.ClientURL,
-		"--join-timeout", "60s",
-	}
-	r.Proc = harness.Start(t, harness.ProcConfig{Name: name, Bin: bins.Replica, Args: append(args, o.Extra...)})
-	if !o.NoWait {
-		r.waitServing(t)
-	}
-	return r
-}
-
-func (r *replica) waitServing(t *testing.T) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if err := r.WaitLog(ctx, `"msg":"replica serving"`); err != nil {
-		t.Fatalf("replica %s not serving: %v", r.Name, err)
-	}
+	return harness.StartReplica(t, c, harness.ReplicaConfig{Name: name, AdvertisePeerURL: o.AdvertisePeerURL, Extra: append([]string{"--join-timeout", "60s"}, o.Extra...), NoWait: o.NoWait})
 }
 
 // client returns a clientv3 client that talks only to endpoints.

@@ -140,7 +140,7 @@ func TestReplicaRestartIsTheSameMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Restart(t)
-	r.waitServing(t)
+	r.WaitServing(t, 90*time.Second)
 
 	after, _ := memberID(t, voters, r.ClientURL)
 	if after != before {

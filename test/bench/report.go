@@ -1,0 +1,179 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/version"
+)
+
+type report struct {
+	Mode     string            `json:"mode"`
+	Params   string            `json:"params"`
+	Started  string            `json:"started"`
+	Seconds  float64           `json:"seconds"`
+	Machine  map[string]string `json:"machine"`
+	Rows     []Row             `json:"rows"`
+	Failures []string          `json:"failures,omitempty"`
+}
+
+func (p params) describe() string {
+	return fmt.Sprintf("%v per row, %d concurrent workers over %d connections, %d keys of 256 B; watchers %v at %d puts/s; catch-up over %d keys of 1 KiB",
+		p.dur, p.workers, p.conns, p.keys, p.watchers, p.watchRate, p.catchupKeys)
+}
+
+func machine() map[string]string {
+	m := map[string]string{
+		"go":      runtime.Version(),
+		"etcd":    version.Version,
+		"cpus":    fmt.Sprint(runtime.NumCPU()),
+		"os/arch": runtime.GOOS + "/" + runtime.GOARCH,
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m["cpu"] = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		if l, _, ok := strings.Cut(string(b), "\n"); ok {
+			m["memory"] = strings.Join(strings.Fields(l)[1:], " ")
+		}
+	}
+	return m
+}
+
+// comparison is a ratio between two rows, named by what it shows.
+type comparison struct {
+	what, row, partner string
+	metric             string // "throughput", "leader CPU/10k", "p99"
+	goal               string
+}
+
+func comparisons(rows []Row) []comparison {
+	cs := []comparison{
+		{"weak reads through a replica vs serializable reads at a stock etcd learner", "replica weak", "etcd serializable @ stock learner", "throughput", "≥ 0.95"},
+		{"weak reads through a replica vs serializable reads at a stock etcd follower", "replica weak", "etcd serializable @ follower", "throughput", "≥ 0.95"},
+		{"leader cost of strong reads through a replica vs linearizable reads at the leader", "replica strong", "primary linearizable @ leader", "leader CPU/10k", "≤ 0.10"},
+		{"leader cost of strong reads through a replica vs linearizable reads at a stock etcd leader", "replica strong", "etcd linearizable @ leader", "leader CPU/10k", "≤ 0.10"},
+		{"leader cost of strong reads through a replica vs linearizable reads at a stock etcd follower", "replica strong", "etcd linearizable @ follower", "leader CPU/10k", ""},
+		{"strong reads through a replica vs linearizable reads at the leader", "replica strong", "primary linearizable @ leader", "throughput", ""},
+		{"leader cost of bounded (100 ms) reads through a replica vs linearizable reads at the leader", "replica bounded 100ms", "primary linearizable @ leader", "leader CPU/10k", ""},
+		{"bounded (100 ms) vs weak reads through a replica", "replica bounded 100ms", "replica weak", "throughput", ""},
+		{"writes through a replica (forwarded) vs writes at the leader", "put via replica (forwarded)", "put @ leader", "throughput", ""},
+		{"write latency through a replica vs at the leader", "put via replica (forwarded)", "put @ leader", "p99", ""},
+		{"leader write throughput while a replica catches up vs with none joining", "leader puts while a replica catches up", "leader puts, no learner joining", "throughput", ""},
+	}
+	for _, r := range rows {
+		if r.Scenario == "watch" && strings.HasSuffix(r.Name, "@ replica") {
+			onLeader := strings.TrimSuffix(r.Name, "replica") + "leader"
+			cs = append(cs,
+				comparison{"leader CPU with " + strings.TrimSuffix(r.Name, " @ replica") + " on a replica vs on the leader", r.Name, onLeader, "leader CPU", ""},
+				comparison{"event delivery p99 with " + strings.TrimSuffix(r.Name, " @ replica") + " on a replica vs on the leader", r.Name, onLeader, "p99", ""},
+			)
+		}
+	}
+	return cs
+}
+
+func value(r Row, metric string) float64 {
+	switch metric {
+	case "throughput":
+		return r.Throughput
+	case "leader CPU/10k":
+		return r.CPUPer10k("leader")
+	case "leader CPU":
+		return r.CPU["leader"]
+	case "p99":
+		return r.P99.Seconds()
+	}
+	return 0
+}
+
+func (rep report) markdown() string {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	w("# Benchmarks\n\n")
+	w("Written by `go run ./test/bench")
+	if rep.Mode == "quick" {
+		w(" --quick")
+	}
+	w("` on %s in %s; nothing here is edited by hand.\n\n", rep.Started, (time.Duration(rep.Seconds) * time.Second).String())
+	w("Machine: %s, %s CPUs, %s memory, %s. etcd %s (stock etcd and primary built from this module), %s.\n\n",
+		rep.Machine["cpu"], rep.Machine["cpus"], rep.Machine["memory"], rep.Machine["os/arch"], rep.Machine["etcd"], rep.Machine["go"])
+	w("Every row ran on this machine in this run, with the same load generator (`test/bench/load.go`): %s. ", rep.Params)
+	w("CPU-seconds are read from /proc for every process; \"leader CPU/10k\" is the leader's CPU-seconds per 10,000 operations.\n\n")
+	if len(rep.Failures) > 0 {
+		w("**Scenarios that failed in this run:**\n\n")
+		for _, f := range rep.Failures {
+			w("- %s\n", f)
+		}
+		w("\n")
+	}
+
+	byName := map[string]Row{}
+	for _, r := range rep.Rows {
+		byName[r.Name] = r
+	}
+	w("## Ratios\n\n| comparison | row | partner | metric | ratio | goal |\n|---|---|---|---|---|---|\n")
+	for _, c := range comparisons(rep.Rows) {
+		a, okA := byName[c.row]
+		p, okP := byName[c.partner]
+		if !okA || !okP || value(p, c.metric) == 0 {
+			continue
+		}
+		ratio := value(a, c.metric) / value(p, c.metric)
+		goal := c.goal
+		if goal == "" {
+			goal = "—"
+		} else if met(ratio, goal) {
+			goal += " ✓"
+		} else {
+			goal += " ✗"
+		}
+		w("| %s | %s | %s | %s | **%.2f×** | %s |\n", c.what, c.row, c.partner, c.metric, ratio, goal)
+	}
+
+	for _, sc := range []struct{ id, title string }{
+		{"reads", "Reads"}, {"writes", "Writes"}, {"watch", "Watch fan-out (events delivered under a steady write load)"}, {"catch-up", "Learner catch-up"},
+	} {
+		var rows []Row
+		for _, r := range rep.Rows {
+			if r.Scenario == sc.id {
+				rows = append(rows, r)
+			}
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		w("\n## %s\n\n| row | ops | errors | ops/s | p50 | p99 | leader CPU-s | leader CPU/10k | replica or learner CPU-s |\n|---|---|---|---|---|---|---|---|---|\n", sc.title)
+		for _, r := range rows {
+			if r.Ops == 0 && r.Seconds > 0 && r.Throughput == 0 {
+				w("| %s | | | | | | | | took %.1f s |\n", r.Name, r.Seconds)
+				continue
+			}
+			w("| %s | %d | %d | %.0f | %v | %v | %.2f | %.3f | %.2f |\n", r.Name, r.Ops, r.Errors, r.Throughput,
+				r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.CPU["leader"], r.CPUPer10k("leader"), r.CPU["extra"])
+		}
+	}
+	w("\n## Not measured yet\n\n- Mirror initial sync vs `etcdctl make-mirror`, and mirror lag: the mirror does not exist yet.\n")
+	return b.String()
+}
+
+func met(ratio float64, goal string) bool {
+	var v float64
+	switch {
+	case strings.HasPrefix(goal, "≥"):
+		fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(goal, "≥")), "%g", &v)
+		return ratio >= v
+	case strings.HasPrefix(goal, "≤"):
+		fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(goal, "≤")), "%g", &v)
+		return ratio <= v
+	}
+	return false
+}

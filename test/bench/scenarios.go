@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/understudy-kv/understudy/test/harness"
+)
+
+// Row is one measured configuration.
+type Row struct {
+	Scenario string `json:"scenario"`
+	Name     string `json:"name"`
+	Result
+}
+
+// params are the sizes of a run.
+type params struct {
+	dur         time.Duration
+	workers     int
+	conns       int
+	keys        int
+	watchers    []int
+	watchRate   int
+	catchupKeys int
+}
+
+func quickParams() params {
+	return params{dur: 3 * time.Second, workers: 32, conns: 8, keys: 1000, watchers: []int{200}, watchRate: 10, catchupKeys: 2000}
+}
+
+func fullParams() params {
+	return params{dur: 10 * time.Second, workers: 64, conns: 16, keys: 1000, watchers: []int{1000, 10000}, watchRate: 10, catchupKeys: 20000}
+}
+
+var value256 = strings.Repeat("v", 256)
+
+func populate(r *runner, cli *clientv3.Client, n int, val string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 16 {
+				if _, err := cli.Put(ctx, fmt.Sprintf("bench/key/%d", i), val); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		r.Fatalf("populate: %v", err)
+	}
+}
+
+// reads measures one kind of read against one endpoint.
+func reads(r *runner, tp *topology, p params, name, endpoint string, serializable bool, bound string) Row {
+	cs := clients(r, endpoint, p.conns)
+	var opts []clientv3.OpOption
+	if serializable {
+		opts = append(opts, clientv3.WithSerializable())
+	}
+	cpu := startCPU(tp.pids())
+	res := load(context.Background(), p.workers, p.dur, func(ctx context.Context, w int) error {
+		if bound != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "understudy-max-staleness", bound)
+		}
+		_, err := cs[w%len(cs)].Get(ctx, "bench/key/"+strconv.Itoa(w*7919%p.keys), opts...)
+		return err
+	})
+	res.CPU = cpu.stop()
+	r.Logf("%-40s %9.0f ops/s  p50 %v  p99 %v  leader %.3f CPU-s/10k", name, res.Throughput, res.P50, res.P99, res.CPUPer10k("leader"))
+	return Row{Scenario: "reads", Name: name, Result: res}
+}
+
+func readScenario(p params) ([]Row, error) {
+	var rows []Row
+	err := scenario("reads: stock etcd", func(r *runner) {
+		tp := etcdTopology(r)
+		populate(r, tp.cluster.Client(r), p.keys, value256)
+		rows = append(rows,
+			reads(r, tp, p, "etcd linearizable @ leader", tp.leader.ClientURL, false, ""),
+			reads(r, tp, p, "etcd linearizable @ follower", tp.follower.ClientURL, false, ""),
+			reads(r, tp, p, "etcd serializable @ follower", tp.follower.ClientURL, true, ""),
+			reads(r, tp, p, "etcd serializable @ stock learner", tp.extraURL, true, ""),
+		)
+	})
+	if err != nil {
+		return rows, err
+	}
+	err = scenario("reads: understudy", func(r *runner) {
+		tp := understudyTopology(r)
+		populate(r, tp.cluster.Client(r), p.keys, value256)
+		rows = append(rows,
+			reads(r, tp, p, "primary linearizable @ leader", tp.leader.ClientURL, false, ""),
+			reads(r, tp, p, "replica strong", tp.extraURL, false, ""),
+			reads(r, tp, p, "replica weak", tp.extraURL, true, ""),
+			reads(r, tp, p, "replica bounded 100ms", tp.extraURL, true, "100ms"),
+		)
+	})
+	return rows, err
+}
+
+func writeScenario(p params) ([]Row, error) {
+	var rows []Row
+	err := scenario("writes", func(r *runner) {
+		tp := understudyTopology(r)
+		for _, side := range []struct{ name, ep string }{{"put @ leader", tp.leader.ClientURL}, {"put via replica (forwarded)", tp.extraURL}} {
+			cs := clients(r, side.ep, p.conns)
+			cpu := startCPU(tp.pids())
+			res := load(context.Background(), p.workers, p.dur, func(ctx context.Context, w int) error {
+				_, err := cs[w%len(cs)].Put(ctx, "bench/w/"+strconv.Itoa(w), value256)
+				return err
+			})
+			res.CPU = cpu.stop()
+			r.Logf("%-40s %9.0f ops/s  p50 %v  p99 %v", side.name, res.Throughput, res.P50, res.P99)
+			rows = append(rows, Row{Scenario: "writes", Name: side.name, Result: res})
+		}
+	})
+	return rows, err
+}
+
+// watchScenario puts watchers on the leader or on the replica, writes at a
+// steady rate through the leader, and measures event delivery latency and
+// the leader's CPU.
+func watchScenario(p params) ([]Row, error) {
+	var rows []Row
+	err := scenario("watch fan-out", func(r *runner) {
+		tp := understudyTopology(r)
+		writer := clients(r, tp.leader.ClientURL, 1)[0]
+		for _, n := range p.watchers {
+			for _, side := range []struct{ name, ep string }{{"leader", tp.leader.ClientURL}, {"replica", tp.extraURL}} {
+				name := fmt.Sprintf("%d watchers @ %s", n, side.name)
+				rows = append(rows, watchRun(r, tp, p, writer, name, side.ep, n))
+			}
+		}
+	})
+	return rows, err
+}
+
+func watchRun(r *runner, tp *topology, p params, writer *clientv3.Client, name, endpoint string, n int) Row {
+	cs := clients(r, endpoint, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	key := "bench/watch/" + strings.ReplaceAll(name, " ", "-")
+	var (
+		mu   sync.Mutex
+		lats []time.Duration
+		wg   sync.WaitGroup
+	)
+	ready := make(chan struct{}, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wch := cs[i%len(cs)].Watch(clientv3.WithRequireLeader(ctx), key, clientv3.WithCreatedNotify())
+			ready <- struct{}{}
+			for resp := range wch {
+				now := time.Now()
+				mu.Lock()
+				for _, ev := range resp.Events {
+					if ns, err := strconv.ParseInt(string(ev.Kv.Value), 10, 64); err == nil {
+						lats = append(lats, now.Sub(time.Unix(0, ns)))
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for range n {
+		<-ready
+	}
+	cpu := startCPU(tp.pids())
+	tick := time.NewTicker(time.Second / time.Duration(p.watchRate))
+	start := time.Now()
+	puts := 0
+	for time.Since(start) < p.dur {
+		<-tick.C
+		if _, err := writer.Put(ctx, key, strconv.FormatInt(time.Now().UnixNano(), 10)); err == nil {
+			puts++
+		}
+	}
+	tick.Stop()
+	// Let the last events arrive: until every watcher has seen every put,
+	// or for at most 10 seconds; what is still missing then is reported.
+	deadline := time.Now().Add(10 * time.Second)
+	poll := time.NewTicker(10 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		got := len(lats)
+		mu.Unlock()
+		if got >= puts*n {
+			break
+		}
+		<-poll.C
+	}
+	poll.Stop()
+	cancel()
+	wg.Wait()
+	res := Result{CPU: cpu.stop(), Seconds: time.Since(start).Seconds(), Ops: len(lats)}
+	slices.Sort(lats)
+	res.P50, res.P99 = percentile(lats, 0.5), percentile(lats, 0.99)
+	res.Throughput = float64(len(lats)) / res.Seconds
+	missing := puts*n - len(lats)
+	if missing > 0 {
+		res.Errors = missing
+	}
+	r.Logf("%-40s %d events  p50 %v  p99 %v  leader %.3f CPU-s", name, len(lats), res.P50, res.P99, res.CPU["leader"])
+	return Row{Scenario: "watch", Name: name, Result: res}
+}
+
+// catchupScenario loads data, then times a replica's join while a writer
+// measures the leader's write throughput before and during the catch-up.
+func catchupScenario(p params) ([]Row, error) {
+	var rows []Row
+	err := scenario("catch-up", func(r *runner) {
+		c := harness.StartCluster(r, harness.ClusterConfig{N: 3})
+		leader := c.Leader(r)
+		populate(r, c.Client(r), p.catchupKeys, strings.Repeat("x", 1024))
+		cs := clients(r, leader.ClientURL, p.conns)
+		put := func(ctx context.Context, w int) error {
+			_, err := cs[w%len(cs)].Put(ctx, "bench/c/"+strconv.Itoa(w), value256)
+			return err
+		}
+		before := load(context.Background(), p.workers/2, p.dur, put)
+		rows = append(rows, Row{Scenario: "catch-up", Name: "leader puts, no learner joining", Result: before})
+
+		start := time.Now()
+		rep := harness.StartReplica(r, c, harness.ReplicaConfig{Name: "replica", NoWait: true})
+		ctx, cancel := context.WithCancel(context.Background())
+		var during Result
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			during = load(ctx, p.workers/2, 10*time.Minute, put)
+		}()
+		rep.WaitServing(r, 10*time.Minute)
+		joined := time.Since(start)
+		cancel()
+		<-done
+		rows = append(rows,
+			Row{Scenario: "catch-up", Name: "leader puts while a replica catches up", Result: during},
+			Row{Scenario: "catch-up", Name: fmt.Sprintf("replica join to serving, %d keys of 1 KiB", p.catchupKeys), Result: Result{Seconds: joined.Seconds()}},
+		)
+		r.Logf("replica served after %v; leader puts %0.f/s before, %0.f/s during", joined, before.Throughput, during.Throughput)
+	})
+	return rows, err
+}

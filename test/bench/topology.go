@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/understudy-kv/understudy/test/harness"
+)
+
+// topology is a running cluster with one extra non-voting member (a stock
+// etcd learner or an understudy replica), with each process's role.
+type topology struct {
+	cluster  *harness.Cluster
+	leader   *harness.Member
+	follower *harness.Member
+	// extraURL serves the extra member's clients; extraPID is its process.
+	extraURL string
+	extraPID int
+}
+
+// pids maps roles to process IDs for CPU accounting.
+func (tp *topology) pids() map[string]int {
+	m := map[string]int{"leader": tp.leader.Proc.PID(), "extra": tp.extraPID}
+	i := 1
+	for _, mem := range tp.cluster.Members {
+		if mem != tp.leader {
+			m[fmt.Sprintf("follower%d", i)] = mem.Proc.PID()
+			i++
+		}
+	}
+	return m
+}
+
+func (tp *topology) roles(r *runner) {
+	tp.leader = tp.cluster.Leader(r)
+	for _, m := range tp.cluster.Members {
+		if m != tp.leader {
+			tp.follower = m
+			break
+		}
+	}
+}
+
+// understudyTopology is 3 primaries and 1 replica.
+func understudyTopology(r *runner, replicaArgs ...string) *topology {
+	c := harness.StartCluster(r, harness.ClusterConfig{N: 3, Kinds: []harness.Kind{harness.KindPrimary, harness.KindPrimary, harness.KindPrimary}})
+	rep := harness.StartReplica(r, c, harness.ReplicaConfig{Name: "replica", Extra: replicaArgs})
+	tp := &topology{cluster: c, extraURL: rep.ClientURL, extraPID: rep.PID()}
+	tp.roles(r)
+	return tp
+}
+
+// etcdTopology is 3 stock etcd voters and 1 stock etcd learner, joined the
+// way etcd documents: member add --learner, then start it as existing.
+func etcdTopology(r *runner) *topology {
+	kinds := []harness.Kind{harness.KindEtcd, harness.KindEtcd, harness.KindEtcd}
+	c := harness.StartCluster(r, harness.ClusterConfig{N: 3, Kinds: kinds})
+	cli := c.Client(r)
+	peer := harness.URL(harness.FreePort(r))
+	client := harness.URL(harness.FreePort(r))
+	var resp *clientv3.MemberAddResponse
+	harness.WaitFor(r, time.Minute, "stock learner added", func() (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var err error
+		resp, err = cli.MemberAddAsLearner(ctx, []string{peer})
+		return err == nil, err
+	})
+	var ic []string
+	for _, m := range resp.Members {
+		name := m.Name
+		if m.ID == resp.Member.ID {
+			name = "learner"
+		}
+		for _, u := range m.PeerURLs {
+			ic = append(ic, name+"="+u)
+		}
+	}
+	p := harness.Start(r, harness.ProcConfig{Name: "learner", Bin: c.Bins.Etcd, Args: []string{
+		"--name", "learner", "--data-dir", filepath.Join(r.TempDir(), "learner.etcd"),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", strings.Join(ic, ","), "--initial-cluster-state", "existing",
+		"--max-learners", "4", "--log-level", "warn",
+	}})
+	lc, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		r.Fatalf("learner client: %v", err)
+	}
+	r.Cleanup(func() { lc.Close() })
+	harness.WaitFor(r, 2*time.Minute, "stock learner caught up", func() (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		st, err := lc.Status(ctx, client)
+		if err != nil {
+			return false, err
+		}
+		lst, err := cli.Status(ctx, c.Endpoints()[0])
+		if err != nil {
+			return false, err
+		}
+		return st.RaftAppliedIndex >= lst.RaftIndex && st.Leader != 0, nil
+	})
+	tp := &topology{cluster: c, extraURL: client, extraPID: p.PID()}
+	tp.roles(r)
+	return tp
+}
+
+// clients opens n clients to endpoint, closed when the scenario ends. Many
+// connections spread load as the etcd benchmark tool's --conns does.
+func clients(r *runner, endpoint string, n int) []*clientv3.Client {
+	var out []*clientv3.Client
+	for range n {
+		c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			r.Fatalf("client of %s: %v", endpoint, err)
+		}
+		r.Cleanup(func() { c.Close() })
+		out = append(out, c)
+	}
+	return out
+}

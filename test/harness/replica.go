@@ -1,0 +1,66 @@
+package harness
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// ReplicaConfig says how to start a replica against a cluster.
+type ReplicaConfig struct {
+	Name string
+	// AdvertisePeerURL overrides the advertised peer URL (default: the
+	// listen URL).
+	AdvertisePeerURL string
+	// Extra arguments come last, so they override the harness's own.
+	Extra []string
+	// NoWait returns at once instead of waiting until the replica serves.
+	NoWait bool
+}
+
+// Replica is a replica process.
+type Replica struct {
+	*Proc
+	Name, ClientURL, PeerURL, DataDir string
+}
+
+// StartReplica starts a replica that joins c, and unless cfg.NoWait waits
+// until it serves.
+func StartReplica(t testing.TB, c *Cluster, cfg ReplicaConfig) *Replica {
+	t.Helper()
+	c.Bins.RequireReplica(t)
+	r := &Replica{
+		Name:      cfg.Name,
+		ClientURL: URL(FreePort(t)),
+		PeerURL:   URL(FreePort(t)),
+		DataDir:   filepath.Join(t.TempDir(), cfg.Name+".replica"),
+	}
+	adv := r.PeerURL
+	if cfg.AdvertisePeerURL != "" {
+		adv = cfg.AdvertisePeerURL
+	}
+	args := []string{
+		"--name", cfg.Name, "--data-dir", r.DataDir,
+		"--join", strings.Join(c.Endpoints(), ","),
+		"--listen-peer-urls", r.PeerURL, "--initial-advertise-peer-urls", adv,
+		"--listen-client-urls", r.ClientURL,
+		"--join-timeout", "5m",
+	}
+	r.Proc = Start(t, ProcConfig{Name: cfg.Name, Bin: c.Bins.Replica, Args: append(args, cfg.Extra...)})
+	if !cfg.NoWait {
+		r.WaitServing(t, 5*time.Minute)
+	}
+	return r
+}
+
+// WaitServing waits until the replica's front serves.
+func (r *Replica) WaitServing(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := r.WaitLog(ctx, `"msg":"replica serving"`); err != nil {
+		t.Fatalf("harness: replica %s not serving: %v", r.Name, err)
+	}
+}
