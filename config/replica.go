@@ -41,6 +41,9 @@ type Replica struct {
 	// heartbeat round, so this is the knob between bounded-read latency and
 	// leader load.
 	FreshnessInterval time.Duration
+	// ReadBatchInterval is the least time between two ReadIndex rounds;
+	// strong and bounded reads arriving meanwhile share the next round.
+	ReadBatchInterval time.Duration
 
 	// SkipPeerURLCheck skips the check, on first start, that
 	// AdvertisePeerURLs lead back to this replica (for a host that cannot
@@ -73,6 +76,7 @@ func DefaultReplica() Replica {
 		Join:                []string{"http://127.0.0.1:2379"},
 		JoinTimeout:         2 * time.Minute,
 		FreshnessInterval:   50 * time.Millisecond,
+		ReadBatchInterval:   2 * time.Millisecond,
 		HeartbeatMs:         100,
 		ElectionMs:          1000,
 		AuthToken:           "simple",
@@ -95,6 +99,7 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", cfg.JoinTimeout, "On first start: time to catch up before the replica gives up, removes the learner entry it added and exits.")
 	fs.DurationVar(&cfg.MaxStaleness, "max-staleness", cfg.MaxStaleness, "Staleness bound for serializable reads that carry none (0: serve them locally as they are). A request can set its own with the gRPC metadata key \"understudy-max-staleness\" (a Go duration).")
 	fs.DurationVar(&cfg.FreshnessInterval, "freshness-interval", cfg.FreshnessInterval, "How often the replica confirms freshness with a ReadIndex round; each round costs the leader one heartbeat round.")
+	fs.DurationVar(&cfg.ReadBatchInterval, "read-batch-interval", cfg.ReadBatchInterval, "Least time between two ReadIndex rounds through the leader. Strong and bounded reads arriving meanwhile share the next round: longer means less leader work per read and at most this much more latency; 0 runs rounds back to back.")
 	fs.BoolVar(&cfg.SkipPeerURLCheck, "skip-peer-url-check", cfg.SkipPeerURLCheck, "Do not check, on first start, that --initial-advertise-peer-urls lead back to this replica (only for hosts that cannot reach their own advertised address).")
 	fs.UintVar(&cfg.HeartbeatMs, "heartbeat-interval", cfg.HeartbeatMs, "Raft heartbeat interval in ms; use the voters' value.")
 	fs.UintVar(&cfg.ElectionMs, "election-timeout", cfg.ElectionMs, "Raft election timeout in ms; use the voters' value.")
@@ -175,6 +180,9 @@ func (c Replica) Validate() error {
 	}
 	if c.FreshnessInterval <= 0 {
 		add("--freshness-interval %v: must be more than 0", c.FreshnessInterval)
+	}
+	if c.ReadBatchInterval < 0 || c.ReadBatchInterval > c.FreshnessInterval {
+		add("--read-batch-interval %v: must be between 0 and --freshness-interval (%v)", c.ReadBatchInterval, c.FreshnessInterval)
 	}
 	if c.HeartbeatMs == 0 {
 		add("--heartbeat-interval 0: must be more than 0 ms")

@@ -15,11 +15,17 @@ import (
 // here: local state is "fresh as of t", and now−t bounds its staleness. This
 // is a closed timestamp in CockroachDB's sense, kept up by a background round
 // every interval and by rounds that bounded reads ask for.
+//
+// The same rounds serve strong reads (WaitRound): a read waits for a round
+// that started after it arrived, then reads locally. Every read waiting when
+// a round starts shares it, and rounds start at most every minGap, so the
+// leader pays for rounds, not reads — the lever DESIGN.md measured.
 type Freshness struct {
 	lg       *zap.Logger
 	clock    clockwork.Clock
 	round    func(context.Context) error
 	interval time.Duration
+	minGap   time.Duration
 	timeout  time.Duration
 	observe  func(d time.Duration, err error)
 
@@ -30,16 +36,21 @@ type Freshness struct {
 	mu struct {
 		sync.Mutex
 		asOf time.Time
-		// changed is closed, and replaced, whenever asOf moves.
+		// started counts rounds begun; completed is the number of the
+		// last round that succeeded. Rounds run one at a time, in order.
+		started, completed uint64
+		// changed is closed, and replaced, whenever a round succeeds.
 		changed chan struct{}
 	}
 }
 
 // NewFreshness returns a tracker whose rounds call round (in a replica,
-// EtcdServer.LinearizableReadNotify, which etcd batches with client reads).
-// observe, if not nil, is told each round's duration and outcome.
-func NewFreshness(lg *zap.Logger, clock clockwork.Clock, interval, timeout time.Duration, round func(context.Context) error, observe func(time.Duration, error)) *Freshness {
-	f := &Freshness{lg: lg, clock: clock, round: round, interval: interval, timeout: timeout, observe: observe, kick: make(chan struct{}, 1)}
+// EtcdServer.LinearizableReadNotify: a ReadIndex through the leader, then a
+// wait until it is applied here). A round runs every interval, and on demand
+// no sooner than minGap after the previous one. observe, if not nil, is told
+// each round's duration and outcome.
+func NewFreshness(lg *zap.Logger, clock clockwork.Clock, interval, minGap, timeout time.Duration, round func(context.Context) error, observe func(time.Duration, error)) *Freshness {
+	f := &Freshness{lg: lg, clock: clock, round: round, interval: interval, minGap: minGap, timeout: timeout, observe: observe, kick: make(chan struct{}, 1)}
 	f.mu.changed = make(chan struct{})
 	return f
 }
@@ -64,11 +75,27 @@ func (f *Freshness) Age() time.Duration {
 // WaitFresh returns once the local store is known fresh as of need or later,
 // asking for rounds as needed, or with ctx's error.
 func (f *Freshness) WaitFresh(ctx context.Context, need time.Time) error {
+	return f.wait(ctx, func() bool { return !f.mu.asOf.Before(need) })
+}
+
+// WaitRound returns once a round that started after the call has completed:
+// the local store then holds every write acknowledged before the call, so a
+// local read is linearizable. A round already under way does not count: its
+// read index may predate the call.
+func (f *Freshness) WaitRound(ctx context.Context) error {
+	f.mu.Lock()
+	target := f.mu.started + 1
+	f.mu.Unlock()
+	return f.wait(ctx, func() bool { return f.mu.completed >= target })
+}
+
+// wait asks for rounds until done (called with mu held) holds.
+func (f *Freshness) wait(ctx context.Context, done func() bool) error {
 	for {
 		f.mu.Lock()
-		asOf, changed := f.mu.asOf, f.mu.changed
+		ok, changed := done(), f.mu.changed
 		f.mu.Unlock()
-		if !asOf.Before(need) {
+		if ok {
 			return nil
 		}
 		select {
@@ -83,14 +110,23 @@ func (f *Freshness) WaitFresh(ctx context.Context, need time.Time) error {
 	}
 }
 
-// confirm records a completed round that started at start.
-func (f *Freshness) confirm(start time.Time) {
+// begin numbers a new round; it must happen before the round's ReadIndex
+// is requested.
+func (f *Freshness) begin() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !start.After(f.mu.asOf) {
-		return
+	f.mu.started++
+	return f.mu.started
+}
+
+// confirm records that round n, which started at start, completed.
+func (f *Freshness) confirm(n uint64, start time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mu.completed = max(f.mu.completed, n)
+	if start.After(f.mu.asOf) {
+		f.mu.asOf = start
 	}
-	f.mu.asOf = start
 	close(f.mu.changed)
 	f.mu.changed = make(chan struct{})
 }
@@ -100,6 +136,7 @@ func (f *Freshness) confirm(start time.Time) {
 func (f *Freshness) Run(ctx context.Context) {
 	t := f.clock.NewTicker(f.interval)
 	defer t.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -107,6 +144,15 @@ func (f *Freshness) Run(ctx context.Context) {
 		case <-t.Chan():
 		case <-f.kick:
 		}
+		// Space rounds out: reads arriving meanwhile join the next one.
+		if gap := f.minGap - f.clock.Since(last); !last.IsZero() && gap > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-f.clock.After(gap):
+			}
+		}
+		last = f.clock.Now()
 		f.Round(ctx)
 	}
 }
@@ -114,6 +160,7 @@ func (f *Freshness) Run(ctx context.Context) {
 // Round does one ReadIndex round and, if it completes, moves AsOf to the
 // time it started.
 func (f *Freshness) Round(ctx context.Context) {
+	n := f.begin()
 	start := f.clock.Now()
 	rctx, cancel := context.WithTimeout(ctx, f.timeout)
 	err := f.round(rctx)
@@ -127,5 +174,5 @@ func (f *Freshness) Round(ctx context.Context) {
 		}
 		return
 	}
-	f.confirm(start)
+	f.confirm(n, start)
 }

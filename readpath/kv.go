@@ -6,6 +6,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/server/v3/etcdserver/txn"
 	"google.golang.org/grpc/metadata"
 )
@@ -20,7 +21,10 @@ type kvServer struct {
 	etcd         pb.KVServer
 	fresh        *Freshness
 	maxStaleness time.Duration
-	m            *Metrics
+	// strongTimeout bounds a strong read's wait for a round, as etcd's
+	// request timeout bounds its own ReadIndex wait.
+	strongTimeout time.Duration
+	m             *Metrics
 }
 
 func (s *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
@@ -29,6 +33,9 @@ func (s *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 		return nil, err
 	}
 	s.m.requests.WithLabelValues(shortService(kvService), "Range", mode).Inc()
+	// readMode has made the local store fresh enough for every mode: the
+	// read itself is local.
+	r.Serializable = true
 	return s.etcd.Range(ctx, r)
 }
 
@@ -46,6 +53,11 @@ func (s *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 		return nil, err
 	}
 	s.m.requests.WithLabelValues(shortService(kvService), "Txn", mode).Inc()
+	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
+		for _, op := range ops {
+			op.GetRequestRange().Serializable = true // read-only: all ranges
+		}
+	}
 	return s.etcd.Txn(ctx, r)
 }
 
@@ -78,12 +90,20 @@ func (s *kvServer) forwarded(method string, err error) {
 	s.m.forwarded.WithLabelValues(method, result).Inc()
 }
 
-// readMode decides how a read is served and, for a bounded read, waits until
-// the store is fresh enough. A strong read needs nothing here: etcd's Range
-// does the ReadIndex round (batched with every other read waiting for one)
-// and waits for the local apply before reading.
+// readMode decides how a read is served and waits until the local store may
+// serve it: for a strong read, until a ReadIndex round that started after
+// the read arrived has been applied here (shared with every read waiting for
+// one); for a bounded read, until the store is known fresh within the bound.
 func (s *kvServer) readMode(ctx context.Context, serializable bool) (string, error) {
 	if !serializable {
+		wctx, cancel := context.WithTimeout(ctx, s.strongTimeout)
+		defer cancel()
+		if err := s.fresh.WaitRound(wctx); err != nil {
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			return "", rpctypes.ErrGRPCTimeout
+		}
 		return modeStrong, nil
 	}
 	bound, err := stalenessBound(ctx, s.maxStaleness)

@@ -83,6 +83,7 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		Registerer:        opts.Registerer,
 		MaxStaleness:      cfg.MaxStaleness,
 		FreshnessInterval: cfg.FreshnessInterval,
+		ReadBatchInterval: cfg.ReadBatchInterval,
 	})
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -22,12 +23,14 @@ func main() {
 	out := flag.String("out", "BENCHMARKS.md", "report to write")
 	raw := flag.String("json", "BENCHMARKS.json", "raw figures to write")
 	only := flag.String("only", "", "run only this scenario: reads, writes, watch or catchup")
+	replicaArgs := flag.String("replica-args", "", "extra flags for every replica, space-separated (for tuning experiments; recorded in the report)")
 	flag.Parse()
 
 	p, mode := fullParams(), "full"
 	if *quick {
 		p, mode = quickParams(), "quick"
 	}
+	p.replicaArgs = strings.Fields(*replicaArgs)
 	start := time.Now()
 	rep := report{Mode: mode, Params: p.describe(), Started: start.UTC().Format(time.RFC3339), Machine: machine()}
 	for _, s := range []struct {

@@ -21,8 +21,14 @@ type report struct {
 }
 
 func (p params) describe() string {
-	return fmt.Sprintf("%v per row, %d concurrent workers over %d connections, %d keys of 256 B; watchers %v at %d puts/s; catch-up over %d keys of 1 KiB",
+	s := fmt.Sprintf("%v per row, %d concurrent workers over %d connections, %d keys of 256 B; watchers %v at %d puts/s; catch-up over %d keys of 1 KiB",
 		p.dur, p.workers, p.conns, p.keys, p.watchers, p.watchRate, p.catchupKeys)
+	if len(p.replicaArgs) > 0 {
+		s += "; replicas run with `" + strings.Join(p.replicaArgs, " ") + "`"
+	} else {
+		s += "; replicas run with their defaults"
+	}
+	return s
 }
 
 func machine() map[string]string {

@@ -31,6 +31,7 @@ type params struct {
 	watchers    []int
 	watchRate   int
 	catchupKeys int
+	replicaArgs []string
 }
 
 func quickParams() params {
@@ -103,7 +104,7 @@ func readScenario(p params) ([]Row, error) {
 		return rows, err
 	}
 	err = scenario("reads: understudy", func(r *runner) {
-		tp := understudyTopology(r)
+		tp := understudyTopology(r, p.replicaArgs...)
 		populate(r, tp.cluster.Client(r), p.keys, value256)
 		rows = append(rows,
 			reads(r, tp, p, "primary linearizable @ leader", tp.leader.ClientURL, false, ""),
@@ -118,7 +119,7 @@ func readScenario(p params) ([]Row, error) {
 func writeScenario(p params) ([]Row, error) {
 	var rows []Row
 	err := scenario("writes", func(r *runner) {
-		tp := understudyTopology(r)
+		tp := understudyTopology(r, p.replicaArgs...)
 		for _, side := range []struct{ name, ep string }{{"put @ leader", tp.leader.ClientURL}, {"put via replica (forwarded)", tp.extraURL}} {
 			cs := clients(r, side.ep, p.conns)
 			cpu := startCPU(tp.pids())
@@ -140,7 +141,7 @@ func writeScenario(p params) ([]Row, error) {
 func watchScenario(p params) ([]Row, error) {
 	var rows []Row
 	err := scenario("watch fan-out", func(r *runner) {
-		tp := understudyTopology(r)
+		tp := understudyTopology(r, p.replicaArgs...)
 		writer := clients(r, tp.leader.ClientURL, 1)[0]
 		for _, n := range p.watchers {
 			for _, side := range []struct{ name, ep string }{{"leader", tp.leader.ClientURL}, {"replica", tp.extraURL}} {
