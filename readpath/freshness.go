@@ -41,6 +41,8 @@ type Freshness struct {
 		started, completed uint64
 		// changed is closed, and replaced, whenever a round succeeds.
 		changed chan struct{}
+		// waiting counts reads waiting for a round.
+		waiting int
 	}
 }
 
@@ -75,6 +77,8 @@ func (f *Freshness) Age() time.Duration {
 // WaitFresh returns once the local store is known fresh as of need or later,
 // asking for rounds as needed, or with ctx's error.
 func (f *Freshness) WaitFresh(ctx context.Context, need time.Time) error {
+	f.enter()
+	defer f.leave()
 	return f.wait(ctx, func() bool { return !f.mu.asOf.Before(need) })
 }
 
@@ -85,8 +89,29 @@ func (f *Freshness) WaitFresh(ctx context.Context, need time.Time) error {
 func (f *Freshness) WaitRound(ctx context.Context) error {
 	f.mu.Lock()
 	target := f.mu.started + 1
+	f.mu.waiting++
 	f.mu.Unlock()
+	defer f.leave()
 	return f.wait(ctx, func() bool { return f.mu.completed >= target })
+}
+
+// Waiting is the number of reads waiting for a round now.
+func (f *Freshness) Waiting() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.waiting
+}
+
+func (f *Freshness) enter() {
+	f.mu.Lock()
+	f.mu.waiting++
+	f.mu.Unlock()
+}
+
+func (f *Freshness) leave() {
+	f.mu.Lock()
+	f.mu.waiting--
+	f.mu.Unlock()
 }
 
 // wait asks for rounds until done (called with mu held) holds.

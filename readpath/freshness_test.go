@@ -41,10 +41,10 @@ func TestFreshnessMovesToTheStartOfTheLastCompletedRound(t *testing.T) {
 	start := clock.Now()
 	done := make(chan struct{})
 	go func() { f.Round(context.Background()); close(done) }()
-	<-fr.started
+	recv(t, fr.started)
 	clock.Advance(30 * time.Millisecond) // the round takes 30ms
-	fr.results <- nil
-	<-done
+	send(t, fr.results, nil)
+	recv(t, done)
 	if got := f.AsOf(); !got.Equal(start) {
 		t.Fatalf("AsOf = %v, want the round's start %v, not its end", got, start)
 	}
@@ -55,8 +55,8 @@ func TestFreshnessMovesToTheStartOfTheLastCompletedRound(t *testing.T) {
 	// A failed round proves nothing.
 	clock.Advance(time.Second)
 	go func() { f.Round(context.Background()) }()
-	<-fr.started
-	fr.results <- errors.New("leader unreachable")
+	recv(t, fr.started)
+	send(t, fr.results, errors.New("leader unreachable"))
 	if got := f.AsOf(); !got.Equal(start) {
 		t.Fatalf("AsOf moved to %v after a failed round", got)
 	}
@@ -76,14 +76,14 @@ func TestWaitFreshAsksForARoundAndWaitsForIt(t *testing.T) {
 	need := clock.Now()
 	waited := make(chan error, 1)
 	go func() { waited <- f.WaitFresh(context.Background(), need) }()
-	<-fr.started // the wait asked for a round
+	recv(t, fr.started) // the wait asked for a round
 	select {
 	case err := <-waited:
 		t.Fatalf("WaitFresh returned %v before the round completed", err)
 	default:
 	}
-	fr.results <- nil
-	if err := <-waited; err != nil {
+	send(t, fr.results, nil)
+	if err := recv(t, waited); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -100,10 +100,10 @@ func TestWaitFreshFailsAtTheDeadlineWhileRoundsFail(t *testing.T) {
 	wctx, wcancel := context.WithCancel(context.Background())
 	waited := make(chan error, 1)
 	go func() { waited <- f.WaitFresh(wctx, clock.Now()) }()
-	<-fr.started
-	fr.results <- errors.New("no leader")
+	recv(t, fr.started)
+	send(t, fr.results, errors.New("no leader"))
 	wcancel() // the request's deadline
-	if err := <-waited; !errors.Is(err, context.Canceled) {
+	if err := recv(t, waited); !errors.Is(err, context.Canceled) {
 		t.Fatalf("WaitFresh = %v, want the context's error", err)
 	}
 	if !f.AsOf().IsZero() {
@@ -122,25 +122,25 @@ func TestWaitRoundNeedsARoundThatStartedAfterTheCall(t *testing.T) {
 
 	first := make(chan error, 1)
 	go func() { first <- f.WaitRound(context.Background()) }()
-	<-fr.started // round 1 is under way
+	recv(t, fr.started) // round 1 is under way
 
 	second := make(chan error, 1)
 	go func() { second <- f.WaitRound(context.Background()) }()
 	// The second read arrived during round 1: it must not be answered by it,
 	// whose read index may predate it.
 	waitUntil(t, func() bool { return len(f.kick) == 1 })
-	fr.results <- nil // round 1 completes
-	if err := <-first; err != nil {
+	send(t, fr.results, nil) // round 1 completes
+	if err := recv(t, first); err != nil {
 		t.Fatal(err)
 	}
-	<-fr.started // round 2, asked for by the second read
+	recv(t, fr.started) // round 2, asked for by the second read
 	select {
 	case err := <-second:
 		t.Fatalf("the second read returned (%v) on a round that began before it", err)
 	default:
 	}
-	fr.results <- nil
-	if err := <-second; err != nil {
+	send(t, fr.results, nil)
+	if err := recv(t, second); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -154,9 +154,13 @@ func TestRoundsAreSpacedByTheBatchInterval(t *testing.T) {
 	go func() { f.Run(ctx); close(loopDone) }()
 	defer func() { cancel(); <-loopDone }()
 
-	go func() { _ = f.WaitRound(context.Background()) }()
-	<-fr.started
-	fr.results <- nil
+	first := make(chan error, 1)
+	go func() { first <- f.WaitRound(context.Background()) }()
+	recv(t, fr.started)
+	send(t, fr.results, nil)
+	if err := recv(t, first); err != nil {
+		t.Fatal(err)
+	}
 
 	// Several reads arrive right after: they share one round, which waits
 	// out the batch interval.
@@ -164,6 +168,9 @@ func TestRoundsAreSpacedByTheBatchInterval(t *testing.T) {
 	for range 3 {
 		go func() { done <- f.WaitRound(context.Background()) }()
 	}
+	// All three must be counted before the round is let go, or a late one
+	// would rightly wait for the round after.
+	waitUntil(t, func() bool { return f.Waiting() == 3 })
 	// ticker plus the gap's timer
 	if err := clock.BlockUntilContext(ctx, 2); err != nil {
 		t.Fatal(err)
@@ -174,10 +181,10 @@ func TestRoundsAreSpacedByTheBatchInterval(t *testing.T) {
 	default:
 	}
 	clock.Advance(5 * time.Millisecond)
-	<-fr.started
-	fr.results <- nil
+	recv(t, fr.started)
+	send(t, fr.results, nil)
 	for range 3 {
-		if err := <-done; err != nil {
+		if err := recv(t, done); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -185,6 +192,28 @@ func TestRoundsAreSpacedByTheBatchInterval(t *testing.T) {
 	case <-fr.started:
 		t.Fatal("the three reads took more than one round")
 	default:
+	}
+}
+
+// recv receives from ch, failing the test if nothing comes within 10s.
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing received within 10s")
+		panic("unreachable")
+	}
+}
+
+// send sends v on ch, failing the test if nobody takes it within 10s.
+func send[T any](t *testing.T, ch chan<- T, v T) {
+	t.Helper()
+	select {
+	case ch <- v:
+	case <-time.After(10 * time.Second):
+		t.Fatal("nobody received within 10s")
 	}
 }
 
