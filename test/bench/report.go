@@ -63,6 +63,8 @@ type comparison struct {
 
 func comparisons(rows []Row) []comparison {
 	cs := []comparison{
+		{"the project's load generator vs etcd's benchmark tool, serializable reads at a stock etcd leader", "generator: serializable range @ etcd leader", "etcd benchmark " + benchToolVersion + ": serializable range @ etcd leader", "throughput", "± 10 %"},
+		{"the project's load generator vs etcd's benchmark tool, linearizable reads at a stock etcd leader", "generator: linearizable range @ etcd leader", "etcd benchmark " + benchToolVersion + ": linearizable range @ etcd leader", "throughput", "± 10 %"},
 		{"weak reads through a replica vs serializable reads at a stock etcd learner", "replica weak", "etcd serializable @ stock learner", "throughput", "≥ 0.95"},
 		{"weak reads through a replica vs serializable reads at a stock etcd follower", "replica weak", "etcd serializable @ follower", "throughput", "≥ 0.95"},
 		{"leader cost of strong reads through a replica vs linearizable reads at the leader", "replica strong", "primary linearizable @ leader", "leader CPU/10k", "≤ 0.10"},
@@ -146,7 +148,7 @@ func (rep report) markdown() string {
 	}
 
 	for _, sc := range []struct{ id, title string }{
-		{"reads", "Reads"}, {"writes", "Writes"}, {"watch", "Watch fan-out (events delivered under a steady write load)"}, {"catch-up", "Learner catch-up"},
+		{"generator", "Load generator check (the same reads by the project's generator and by etcd's benchmark tool)"}, {"reads", "Reads"}, {"writes", "Writes"}, {"watch", "Watch fan-out (events delivered under a steady write load)"}, {"catch-up", "Learner catch-up"},
 	} {
 		var rows []Row
 		for _, r := range rep.Rows {
@@ -180,6 +182,9 @@ func met(ratio float64, goal string) bool {
 	case strings.HasPrefix(goal, "≤"):
 		fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(goal, "≤")), "%g", &v)
 		return ratio <= v
+	case strings.HasPrefix(goal, "±"):
+		fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(goal, "±")), "%g", &v)
+		return ratio >= 1-v/100 && ratio <= 1+v/100
 	}
 	return false
 }
