@@ -78,6 +78,9 @@ func comparisons(rows []Row) []comparison {
 		{"leader write throughput while a replica catches up vs with none joining", "leader puts while a replica catches up", "leader puts, no learner joining", "throughput", ""},
 	}
 	for _, r := range rows {
+		if rest, ok := strings.CutPrefix(r.Name, "replica strong, "); ok {
+			cs = append(cs, comparison{"leader cost of strong reads through a replica vs linearizable reads at the leader, " + rest, r.Name, "primary linearizable @ leader, " + rest, "leader CPU/10k", "≤ 0.10"})
+		}
 		if r.Scenario == "watch" && strings.HasSuffix(r.Name, "@ replica") {
 			onLeader := strings.TrimSuffix(r.Name, "replica") + "leader"
 			cs = append(cs,

@@ -70,13 +70,18 @@ func populate(r *runner, cli *clientv3.Client, n int, val string) {
 
 // reads measures one kind of read against one endpoint.
 func reads(r *runner, tp *topology, p params, name, endpoint string, serializable bool, bound string) Row {
+	return readsN(r, tp, p, p.workers, name, endpoint, serializable, bound)
+}
+
+// readsN is reads with a given number of concurrent workers.
+func readsN(r *runner, tp *topology, p params, workers int, name, endpoint string, serializable bool, bound string) Row {
 	cs := clients(r, endpoint, p.conns)
 	var opts []clientv3.OpOption
 	if serializable {
 		opts = append(opts, clientv3.WithSerializable())
 	}
 	cpu := startCPU(tp.pids())
-	res := load(context.Background(), p.workers, p.dur, func(ctx context.Context, w int) error {
+	res := load(context.Background(), workers, p.dur, func(ctx context.Context, w int) error {
 		if bound != "" {
 			ctx = metadata.AppendToOutgoingContext(ctx, "understudy-max-staleness", bound)
 		}
@@ -111,6 +116,10 @@ func readScenario(p params) ([]Row, error) {
 			reads(r, tp, p, "replica strong", tp.extraURL, false, ""),
 			reads(r, tp, p, "replica weak", tp.extraURL, true, ""),
 			reads(r, tp, p, "replica bounded 100ms", tp.extraURL, true, "100ms"),
+			// A strong round's cost to the leader is shared by every read
+			// waiting for it, so it falls as concurrency rises.
+			readsN(r, tp, p, 4*p.workers, fmt.Sprintf("primary linearizable @ leader, %d workers", 4*p.workers), tp.leader.ClientURL, false, ""),
+			readsN(r, tp, p, 4*p.workers, fmt.Sprintf("replica strong, %d workers", 4*p.workers), tp.extraURL, false, ""),
 		)
 	})
 	return rows, err
