@@ -56,6 +56,9 @@ type Replica struct {
 	ElectionMs  uint
 	// AuthToken must match the voters' --auth-token.
 	AuthToken string
+	// Zone labels the replica for zone-affine balancers (free text, such as
+	// a cloud zone name); empty means none.
+	Zone string
 	// LogLevel is one of debug, info, warn, error.
 	LogLevel string
 
@@ -104,6 +107,7 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.UintVar(&cfg.HeartbeatMs, "heartbeat-interval", cfg.HeartbeatMs, "Raft heartbeat interval in ms; use the voters' value.")
 	fs.UintVar(&cfg.ElectionMs, "election-timeout", cfg.ElectionMs, "Raft election timeout in ms; use the voters' value.")
 	fs.StringVar(&cfg.AuthToken, "auth-token", cfg.AuthToken, "Auth token type, as the voters' --auth-token (simple or jwt,…).")
+	fs.StringVar(&cfg.Zone, "zone", cfg.Zone, "Zone label told to balancers that probe this replica, for zone-affine reads (for example the cloud zone's name).")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "Log level: debug, info, warn or error.")
 	fs.StringVar(&cfg.ConfigFile, ConfigFileFlag, "", "Path to a YAML file of settings keyed by flag name. Precedence: flag > UNDERSTUDY_* environment > file > default.")
 	return fs

@@ -5,12 +5,13 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/understudy-kv/understudy/wire"
 )
 
 // MaxStalenessKey is the gRPC metadata key a client sets to bound the
-// staleness of its serializable reads on a replica: a Go duration such as
-// "100ms". It overrides the replica's --max-staleness. Strong reads ignore it.
-const MaxStalenessKey = "understudy-max-staleness"
+// staleness of its serializable reads on a replica (see package wire).
+const MaxStalenessKey = wire.MaxStalenessKey
 
 var (
 	// ErrTooStale means a bounded read could not be proved fresh enough

@@ -8,6 +8,8 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/understudy-kv/understudy/wire"
 )
 
 // kvService is counted by kvServer itself, which knows the read mode.
@@ -16,8 +18,12 @@ const kvService = "etcdserverpb.KV"
 // unaryInterceptor counts requests and, like etcd's own, refuses a request
 // that requires a leader when the member knows none. It does not refuse
 // learners: serving them is this package's point.
-func unaryInterceptor(s *etcdserver.EtcdServer, m *Metrics) grpc.UnaryServerInterceptor {
+func unaryInterceptor(s *etcdserver.EtcdServer, m *Metrics, zone string) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if zone != "" && isProbe(ctx) {
+			// Best effort: a probe without the zone only loses affinity.
+			_ = grpc.SetHeader(ctx, metadata.Pairs(wire.ZoneKey, zone))
+		}
 		service, method := splitMethod(info.FullMethod)
 		if service != kvService {
 			m.requests.WithLabelValues(shortService(service), method, modeNone).Inc()
@@ -49,6 +55,12 @@ func requiresLeader(ctx context.Context) bool {
 	}
 	ks := md[rpctypes.MetadataRequireLeaderKey]
 	return len(ks) > 0 && ks[0] == rpctypes.MetadataHasLeader
+}
+
+// isProbe reports a balancer's health probe, which wants the zone.
+func isProbe(ctx context.Context) bool {
+	md, ok := metadata.FromIncomingContext(ctx)
+	return ok && len(md[wire.ProbeKey]) > 0
 }
 
 // splitMethod splits "/etcdserverpb.KV/Range" into service and method.

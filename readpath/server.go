@@ -65,6 +65,9 @@ type Config struct {
 	// Longer means less leader work per read and at most that much more
 	// latency; 0 runs rounds back to back.
 	ReadBatchInterval time.Duration
+	// Zone, if set, is told to balancers that probe the replica (see
+	// wire.ZoneKey), for zone-affine reads.
+	Zone string
 }
 
 // Validate reports every missing or bad field.
@@ -116,7 +119,7 @@ func New(cfg Config) (*Front, error) {
 	f.m = m
 
 	f.grpc = grpc.NewServer(
-		grpc.ChainUnaryInterceptor(unaryInterceptor(s, m)),
+		grpc.ChainUnaryInterceptor(unaryInterceptor(s, m, cfg.Zone)),
 		grpc.ChainStreamInterceptor(streamInterceptor(s, m)),
 		grpc.MaxRecvMsgSize(int(s.Cfg.MaxRequestBytesWithOverhead())),
 		grpc.MaxSendMsgSize(math.MaxInt32),

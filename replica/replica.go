@@ -84,6 +84,7 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		MaxStaleness:      cfg.MaxStaleness,
 		FreshnessInterval: cfg.FreshnessInterval,
 		ReadBatchInterval: cfg.ReadBatchInterval,
+		Zone:              cfg.Zone,
 	})
 	if err != nil {
 		return err

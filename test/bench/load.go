@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,13 +36,27 @@ func (r Result) CPUPer10k(role string) float64 {
 // worker is given its index, so that callers can spread work over clients.
 // The same generator drives every side of a comparison.
 func load(ctx context.Context, concurrency int, d time.Duration, op func(ctx context.Context, worker int) error) Result {
-	// Cancelled at the end rather than given a deadline: a deadline travels
-	// with every request (grpc-timeout) and costs a timer on both sides,
-	// which etcd's benchmark tool does not pay either.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := time.AfterFunc(d, cancel)
-	defer stop.Stop()
+	// Each worker has a context of its own, cancelled when the run ends:
+	// not a deadline, which travels with every request (grpc-timeout) and
+	// costs a timer on both sides, and not one shared context, whose lock
+	// every request's own context would contend on. etcd's benchmark tool
+	// pays neither.
+	var stopped atomic.Bool
+	cancels := make([]context.CancelFunc, concurrency)
+	ctxs := make([]context.Context, concurrency)
+	for w := range concurrency {
+		ctxs[w], cancels[w] = context.WithCancel(context.WithoutCancel(ctx))
+	}
+	stopAll := func() {
+		stopped.Store(true)
+		for _, c := range cancels {
+			c()
+		}
+	}
+	timer := time.AfterFunc(d, stopAll)
+	defer timer.Stop()
+	unhook := context.AfterFunc(ctx, stopAll)
+	defer unhook()
 	lat := make([][]time.Duration, concurrency)
 	errs := make([]int, concurrency)
 	var wg sync.WaitGroup
@@ -50,11 +65,12 @@ func load(ctx context.Context, concurrency int, d time.Duration, op func(ctx con
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			wctx := ctxs[w]
 			l := make([]time.Duration, 0, 1<<14)
-			for ctx.Err() == nil {
+			for !stopped.Load() {
 				t0 := time.Now()
-				err := op(ctx, w)
-				if ctx.Err() != nil {
+				err := op(wctx, w)
+				if stopped.Load() {
 					break // cut off by the end of the run, not a failure
 				}
 				if err != nil {

@@ -1,0 +1,343 @@
+package balancer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/understudy-kv/understudy/wire"
+)
+
+// probeKey is what health probes count: any key would do, since a probe
+// is about freshness, not data; this one sorts first and is never written.
+const probeKey = "\x00understudy/probe"
+
+// Balancer owns a balanced client and the loop that keeps its view of the
+// cluster current.
+type Balancer struct {
+	cfg  Config
+	lg   *zap.Logger
+	m    *metrics
+	view *view
+	id   string
+
+	ctl *clientv3.Client // discovery, over every known member
+	cli *clientv3.Client // the balanced client handed to callers
+
+	kick   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// Owned by the loop (and by New before the loop starts).
+	conns     map[string]*grpc.ClientConn // one per member, for Status and probes
+	published uint64                      // view version last handed to the clients
+}
+
+// New discovers the cluster from cfg.Endpoints and returns a Balancer whose
+// Client routes as the package doc says. The cluster need not be reachable
+// yet: until discovery succeeds, calls go to the seeds.
+func New(cfg Config) (*Balancer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	b := &Balancer{
+		cfg:   cfg,
+		lg:    cfg.Logger,
+		m:     newMetrics(cfg.Registerer),
+		view:  newView(),
+		kick:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
+		conns: map[string]*grpc.ClientConn{},
+	}
+	ctlCfg := cfg.Client
+	ctlCfg.Endpoints = slices.Clone(cfg.Endpoints)
+	ctlCfg.AutoSyncInterval = 0
+	if ctlCfg.Logger == nil {
+		ctlCfg.Logger = cfg.Logger
+	}
+	var err error
+	if b.ctl, err = clientv3.New(ctlCfg); err != nil {
+		return nil, fmt.Errorf("balancer: discovery client: %w", err)
+	}
+	b.id = register(b)
+
+	// A first look, so that the first calls already go where they should.
+	ctx, cancel := context.WithCancel(context.Background())
+	first := 5 * time.Second
+	if cfg.Client.DialTimeout > 0 {
+		first = cfg.Client.DialTimeout
+	}
+	fctx, fcancel := context.WithTimeout(ctx, first)
+	if err := b.refresh(fctx); err != nil {
+		b.lg.Warn("balancer: cannot discover the cluster yet; calls go to the seeds until it can", zap.Strings("endpoints", cfg.Endpoints), zap.Error(err))
+	}
+	b.probe(fctx)
+	fcancel()
+
+	cliCfg := cfg.Client
+	cliCfg.Endpoints = b.view.urls()
+	if len(cliCfg.Endpoints) == 0 {
+		cliCfg.Endpoints = slices.Clone(cfg.Endpoints)
+	}
+	cliCfg.AutoSyncInterval = 0 // the loop keeps the endpoints
+	if cliCfg.Logger == nil {
+		cliCfg.Logger = cfg.Logger
+	}
+	cliCfg.DialOptions = append(slices.Clone(cfg.Client.DialOptions),
+		// The client's resolver asks for round_robin; ours decides instead.
+		grpc.WithDisableServiceConfig(),
+		grpc.WithDefaultServiceConfig(serviceConfig(b.id)),
+		grpc.WithChainUnaryInterceptor(unaryInterceptor),
+		grpc.WithChainStreamInterceptor(streamInterceptor),
+	)
+	if b.cli, err = clientv3.New(cliCfg); err != nil {
+		cancel()
+		b.closeConns()
+		b.ctl.Close()
+		unregister(b.id)
+		return nil, fmt.Errorf("balancer: client: %w", err)
+	}
+	_, b.published = b.view.versionNow()
+	b.cancel = cancel
+	go b.run(ctx)
+	return b, nil
+}
+
+// Client is the balanced client. It stays valid until Close; do not close
+// it yourself.
+func (b *Balancer) Client() *clientv3.Client { return b.cli }
+
+// Leader is the client URL that writes go to now; "" if unknown.
+func (b *Balancer) Leader() string {
+	leader, members := b.view.snapshot()
+	if m, ok := members[leader]; ok {
+		return m.ep.url
+	}
+	return ""
+}
+
+// Close stops the loop and closes the clients.
+func (b *Balancer) Close() error {
+	b.cancel()
+	<-b.done
+	err := errors.Join(b.cli.Close(), b.ctl.Close())
+	b.closeConns()
+	unregister(b.id)
+	return err
+}
+
+// run is the Balancer's only loop: it refreshes the view every
+// RefreshInterval (or when a write saw its endpoint fail) and probes the
+// replicas every ProbeInterval.
+func (b *Balancer) run(ctx context.Context) {
+	defer close(b.done)
+	refresh := time.NewTicker(b.cfg.RefreshInterval)
+	defer refresh.Stop()
+	probe := time.NewTicker(b.cfg.ProbeInterval)
+	defer probe.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-refresh.C:
+			b.refreshFor(ctx)
+		case <-b.kick:
+			b.refreshFor(ctx)
+		case <-probe.C:
+			b.probe(ctx)
+		}
+		b.publish()
+	}
+}
+
+func (b *Balancer) refreshFor(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, b.cfg.ProbeTimeout)
+	defer cancel()
+	if err := b.refresh(rctx); err != nil && ctx.Err() == nil {
+		b.lg.Debug("balancer: refresh failed", zap.Error(err))
+	}
+}
+
+// publish hands a changed view to both clients: the balanced client's
+// gRPC balancer then rebuilds its connections and picker.
+func (b *Balancer) publish() {
+	urls, version := b.view.versionNow()
+	if version == b.published || len(urls) == 0 {
+		return
+	}
+	b.published = version
+	b.cli.SetEndpoints(urls...)
+	b.ctl.SetEndpoints(urls...)
+}
+
+// refresh looks up the members, and the leader from every voter: the
+// answer with the highest term wins, so a deposed leader that has not yet
+// heard of its successor is outvoted.
+func (b *Balancer) refresh(ctx context.Context) error {
+	resp, err := b.ctl.MemberList(ctx)
+	if err != nil {
+		return fmt.Errorf("member list: %w", err)
+	}
+	var ms []member
+	var urls []string
+	for _, m := range resp.Members {
+		if len(m.ClientURLs) == 0 {
+			continue // not started yet: clients cannot reach it
+		}
+		ms = append(ms, member{id: m.ID, name: m.Name, learner: m.IsLearner})
+		urls = append(urls, m.ClientURLs[0])
+	}
+	b.view.setMembers(ms, urls)
+	b.pruneConns(urls)
+
+	var (
+		mu   sync.Mutex
+		best *pb.StatusResponse
+		wg   sync.WaitGroup
+	)
+	for i, m := range ms {
+		if m.learner {
+			continue
+		}
+		conn, err := b.conn(urls[i])
+		if err != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := pb.NewMaintenanceClient(conn).Status(ctx, &pb.StatusRequest{})
+			if err != nil || st.Leader == 0 {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if best == nil || st.RaftTerm > best.RaftTerm {
+				best = st
+			}
+		}()
+	}
+	wg.Wait()
+	if best == nil {
+		return errors.New("no voter knows a leader")
+	}
+	addr, ok := b.view.byID(best.Leader)
+	if !ok {
+		return fmt.Errorf("leader %x is not among the members with client URLs", best.Leader)
+	}
+	if b.view.setLeader(addr) {
+		b.lg.Info("balancer: writes go to the leader", zap.String("leader", addr), zap.Uint64("term", best.RaftTerm))
+		b.m.leaderSeen.WithLabelValues(addr).Inc()
+	}
+	return nil
+}
+
+// probe reads from every replica with the staleness bound: a replica that
+// answers is healthy (and tells its zone); one that is down, cannot prove
+// itself fresh within the bound, or refuses is ejected until it answers.
+func (b *Balancer) probe(ctx context.Context) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	healthy := 0
+	for _, m := range b.view.learners() {
+		conn, err := b.conn(m.ep.url)
+		if err != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pctx, cancel := context.WithTimeout(ctx, b.cfg.ProbeTimeout)
+			defer cancel()
+			pctx = metadata.AppendToOutgoingContext(pctx, wire.MaxStalenessKey, b.cfg.MaxStaleness.String(), wire.ProbeKey, "1")
+			var hdr metadata.MD
+			_, err := pb.NewKVClient(conn).Range(pctx, &pb.RangeRequest{Key: []byte(probeKey), Serializable: true, CountOnly: true}, grpc.Header(&hdr))
+			if err != nil && !answered(err) {
+				if ctx.Err() == nil {
+					b.eject(m.ep, "probe", err)
+				}
+				return
+			}
+			if m.ep.ejected.CompareAndSwap(true, false) {
+				b.lg.Info("balancer: replica back in the read rotation", zap.String("endpoint", m.ep.url))
+			}
+			if z := hdr.Get(wire.ZoneKey); len(z) > 0 {
+				b.view.setZone(m.ep.addr, z[0])
+			}
+			mu.Lock()
+			healthy++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	b.m.replicas.Set(float64(healthy))
+}
+
+// answered reports an error that only a live, fresh replica gives: the
+// probe passed the freshness check and was refused on other grounds.
+func answered(err error) bool {
+	switch status.Code(err) {
+	case codes.PermissionDenied, codes.Unauthenticated:
+		return true
+	}
+	return errors.Is(err, rpctypes.ErrGRPCPermissionDenied)
+}
+
+func (b *Balancer) eject(ep *endpoint, reason string, err error) {
+	if ep.ejected.CompareAndSwap(false, true) {
+		b.m.ejections.WithLabelValues(ep.url, reason).Inc()
+		b.lg.Warn("balancer: replica out of the read rotation", zap.String("endpoint", ep.url), zap.String("reason", reason), zap.Error(err))
+	}
+}
+
+// finished is told the outcome of every call.
+func (b *Balancer) finished(r route, ep *endpoint, err error) {
+	b.m.requests.WithLabelValues(r.String(), ep.url).Inc()
+	switch {
+	case isLearnerRefusal(err):
+		b.eject(ep, "learner-refusal", err)
+	case r == routeWrite && status.Code(err) == codes.Unavailable:
+		// The leader may have gone: look again now, not at the next tick.
+		select {
+		case b.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// conn returns the loop's own connection to one member.
+func (b *Balancer) conn(url string) (*grpc.ClientConn, error) {
+	if c, ok := b.conns[url]; ok {
+		return c, nil
+	}
+	c, err := b.ctl.Dial(url)
+	if err != nil {
+		return nil, err
+	}
+	b.conns[url] = c
+	return c, nil
+}
+
+func (b *Balancer) pruneConns(keep []string) {
+	for url, c := range b.conns {
+		if !slices.Contains(keep, url) {
+			c.Close()
+			delete(b.conns, url)
+		}
+	}
+}
+
+func (b *Balancer) closeConns() { b.pruneConns(nil) }

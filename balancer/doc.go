@@ -1,0 +1,41 @@
+// Package balancer gives Go services a clientv3.Client whose reads and
+// watches go to understudy replicas and whose writes go straight to the
+// etcd leader, with no follower hop.
+//
+//	b, err := balancer.New(balancer.Config{Endpoints: []string{"http://10.0.0.1:2379"}})
+//	if err != nil { ... }
+//	defer b.Close()
+//	cli := b.Client() // a standard *clientv3.Client
+//
+// # How it is done
+//
+// Everything happens inside the client's gRPC connection, so the client is
+// an ordinary *clientv3.Client and everything built on it (concurrency,
+// leasing, namespaces) works unchanged:
+//
+//   - Discovery: a loop owned by the Balancer asks the cluster for its
+//     members (MemberList: each member's client URLs and learner flag) and
+//     each voter for its Status (the leader, by the highest term), every
+//     Config.RefreshInterval and at once when a write sees its endpoint
+//     fail. It hands every member's client URL to the client
+//     (Client.SetEndpoints), so gRPC keeps one connection to each.
+//   - Routing: the connection's load-balancing policy is this package's
+//     ("understudy"). Its picker reads a route from each call's context:
+//     a client interceptor marks Range, read-only Txn and Watch as reads,
+//     and everything else as writes. Reads go to a healthy replica chosen
+//     by the read policy; writes go to the leader, or to another voter
+//     when the leader is unreachable (etcd forwards them).
+//   - Health: the loop probes every replica with a serializable Range
+//     bounded by Config.MaxStaleness (the replica's wire.MaxStalenessKey),
+//     so a replica that is down, cannot prove itself fresh enough, or
+//     answers with a learner's refusal is ejected until a later probe
+//     succeeds. A read refused by a learner is retried on the voters. With
+//     no healthy replica, reads go to the voters.
+//   - Zones: a replica started with --zone tells its zone in the header of
+//     each probe's response (wire.ZoneKey); the ZoneAffinity policy keeps
+//     reads on replicas of Config.Zone while any is healthy.
+//
+// Reads through a replica keep etcd's meaning: a default Get is
+// linearizable (the replica's strong read), WithSerializable is the
+// replica's weak (or bounded) read.
+package balancer

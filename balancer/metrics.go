@@ -1,0 +1,35 @@
+package balancer
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	requests   *prometheus.CounterVec
+	ejections  *prometheus.CounterVec
+	replicas   prometheus.Gauge
+	leaderSeen *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "understudy", Subsystem: "balancer", Name: "requests_total",
+			Help: "Calls sent by balanced clients, by route (read, voter-read for reads a learner refused, write) and endpoint.",
+		}, []string{"route", "endpoint"}),
+		ejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "understudy", Subsystem: "balancer", Name: "ejections_total",
+			Help: "Replicas taken out of the read rotation, by endpoint and reason (probe: down or staler than the bound; learner-refusal).",
+		}, []string{"endpoint", "reason"}),
+		replicas: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "understudy", Subsystem: "balancer", Name: "healthy_replicas",
+			Help: "Replicas currently in the read rotation.",
+		}),
+		leaderSeen: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "understudy", Subsystem: "balancer", Name: "leader_changes_total",
+			Help: "Leaders the balancer has switched writes to, by endpoint.",
+		}, []string{"endpoint"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.ejections, m.replicas, m.leaderSeen)
+	}
+	return m
+}

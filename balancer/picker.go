@@ -1,0 +1,148 @@
+package balancer
+
+import (
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	grpcbalancer "google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// pickEndpoint is a ready connection to one member.
+type pickEndpoint struct {
+	sc   grpcbalancer.SubConn
+	ep   *endpoint
+	zone string
+}
+
+// picker routes each call by the route its context carries: reads to a
+// healthy replica by the read policy, writes to the leader.
+type picker struct {
+	owner    *Balancer
+	rr       *atomic.Uint64
+	leader   int // index in voters; -1 if unknown or not ready
+	voters   []pickEndpoint
+	replicas []pickEndpoint
+}
+
+func (p *picker) Pick(info grpcbalancer.PickInfo) (grpcbalancer.PickResult, error) {
+	r := routeOf(info.Ctx)
+	var pe *pickEndpoint
+	switch r {
+	case routeRead:
+		if p.owner.cfg.Policy != VotersOnly {
+			pe = p.pickReplica()
+		}
+		if pe == nil {
+			pe = p.inTurn(p.voters)
+		}
+	case routeVoterRead:
+		pe = p.inTurn(p.voters)
+		if pe == nil {
+			return grpcbalancer.PickResult{}, status.Error(codes.Unavailable, "balancer: a learner refused the read and no voter is reachable")
+		}
+	default:
+		if p.leader >= 0 {
+			pe = &p.voters[p.leader]
+		} else {
+			pe = p.inTurn(p.voters) // a follower forwards to the leader
+		}
+	}
+	if pe == nil {
+		// Last resort: a replica forwards writes and serves reads itself.
+		pe = p.inTurn(p.replicas)
+	}
+	if pe == nil {
+		return grpcbalancer.PickResult{}, grpcbalancer.ErrNoSubConnAvailable
+	}
+	ep := pe.ep
+	ep.inflight.Add(1)
+	start := time.Now()
+	return grpcbalancer.PickResult{SubConn: pe.sc, Done: func(di grpcbalancer.DoneInfo) {
+		ep.inflight.Add(-1)
+		if di.Err == nil {
+			ep.observe(time.Since(start))
+		}
+		p.owner.finished(r, ep, di.Err)
+	}}, nil
+}
+
+// inTurn takes the endpoints in turn.
+func (p *picker) inTurn(eps []pickEndpoint) *pickEndpoint {
+	if len(eps) == 0 {
+		return nil
+	}
+	return &eps[p.rr.Add(1)%uint64(len(eps))]
+}
+
+// pickReplica applies the read policy to the healthy replicas; nil if none.
+func (p *picker) pickReplica() *pickEndpoint {
+	healthy := make([]*pickEndpoint, 0, len(p.replicas))
+	for i := range p.replicas {
+		if !p.replicas[i].ep.ejected.Load() {
+			healthy = append(healthy, &p.replicas[i])
+		}
+	}
+	if len(healthy) == 0 {
+		return nil
+	}
+	turn := p.rr.Add(1)
+	switch p.owner.cfg.Policy {
+	case LeastOutstanding:
+		return leastOutstanding(healthy, turn)
+	case LatencyWeighted:
+		return latencyWeighted(healthy)
+	case ZoneAffinity:
+		var local []*pickEndpoint
+		for _, pe := range healthy {
+			if pe.zone == p.owner.cfg.Zone {
+				local = append(local, pe)
+			}
+		}
+		if len(local) > 0 {
+			return leastOutstanding(local, turn)
+		}
+		return leastOutstanding(healthy, turn)
+	}
+	return healthy[turn%uint64(len(healthy))]
+}
+
+// leastOutstanding takes the endpoint with the fewest calls in flight,
+// starting the scan at turn so that ties rotate.
+func leastOutstanding(eps []*pickEndpoint, turn uint64) *pickEndpoint {
+	n := uint64(len(eps))
+	best := eps[turn%n]
+	for i := uint64(1); i < n; i++ {
+		pe := eps[(turn+i)%n]
+		if pe.ep.inflight.Load() < best.ep.inflight.Load() {
+			best = pe
+		}
+	}
+	return best
+}
+
+// latencyWeighted draws two endpoints and takes the one with the lower
+// recent latency times calls in flight ("power of two choices"): fast
+// replicas get more, slow ones still get some, so their figures stay
+// current. An endpoint not yet measured wins, to be measured.
+func latencyWeighted(eps []*pickEndpoint) *pickEndpoint {
+	if len(eps) == 1 {
+		return eps[0]
+	}
+	i := rand.IntN(len(eps))
+	j := rand.IntN(len(eps) - 1)
+	if j >= i {
+		j++
+	}
+	a, b := eps[i], eps[j]
+	if cost(b) < cost(a) {
+		return b
+	}
+	return a
+}
+
+func cost(pe *pickEndpoint) float64 {
+	return pe.ep.latency() * float64(pe.ep.inflight.Load()+1)
+}
