@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -36,6 +37,7 @@ type Balancer struct {
 	ctl *clientv3.Client // discovery, over every known member
 	cli *clientv3.Client // the balanced client handed to callers
 
+	term   atomic.Uint64 // the raft term of the leader writes go to
 	kick   chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -100,7 +102,7 @@ func New(cfg Config) (*Balancer, error) {
 		// The client's resolver asks for round_robin; ours decides instead.
 		grpc.WithDisableServiceConfig(),
 		grpc.WithDefaultServiceConfig(serviceConfig(b.id)),
-		grpc.WithChainUnaryInterceptor(unaryInterceptor),
+		grpc.WithChainUnaryInterceptor(b.unaryInterceptor),
 		grpc.WithChainStreamInterceptor(streamInterceptor),
 	)
 	if b.cli, err = clientv3.New(cliCfg); err != nil {
@@ -238,6 +240,7 @@ func (b *Balancer) refresh(ctx context.Context) error {
 	if !ok {
 		return fmt.Errorf("leader %x is not among the members with client URLs", best.Leader)
 	}
+	b.term.Store(best.RaftTerm)
 	if b.view.setLeader(addr) {
 		b.lg.Info("balancer: writes go to the leader", zap.String("leader", addr), zap.Uint64("term", best.RaftTerm))
 		b.m.leaderSeen.WithLabelValues(addr).Inc()
@@ -311,10 +314,15 @@ func (b *Balancer) finished(r route, ep *endpoint, err error) {
 		b.eject(ep, "learner-refusal", err)
 	case r == routeWrite && status.Code(err) == codes.Unavailable:
 		// The leader may have gone: look again now, not at the next tick.
-		select {
-		case b.kick <- struct{}{}:
-		default:
-		}
+		b.lookNow()
+	}
+}
+
+// lookNow asks the loop to refresh the view now.
+func (b *Balancer) lookNow() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
 	}
 }
 

@@ -81,12 +81,18 @@ func readOnly(t *pb.TxnRequest) bool {
 
 // unaryInterceptor marks each call's route for the picker, and sends a read
 // that a learner refused (a stock etcd learner refuses linearizable reads)
-// again to the voters: reads are safe to repeat.
-func unaryInterceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+// again to the voters: reads are safe to repeat. A response from a newer
+// raft term than the balancer knows means a new leader: it looks at once.
+func (b *Balancer) unaryInterceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	r := classify(method, req)
 	err := invoker(withRoute(ctx, r), method, req, reply, cc, opts...)
 	if r == routeRead && isLearnerRefusal(err) {
 		err = invoker(withRoute(ctx, routeVoterRead), method, req, reply, cc, opts...)
+	}
+	if h, ok := reply.(interface{ GetHeader() *pb.ResponseHeader }); ok && err == nil {
+		if known := b.term.Load(); known != 0 && h.GetHeader().GetRaftTerm() > known {
+			b.lookNow()
+		}
 	}
 	return err
 }
