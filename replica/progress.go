@@ -61,7 +61,8 @@ func logProgress(lg *zap.Logger, every time.Duration) func(learner.Progress) {
 	}
 }
 
-func newLogger(level string) (*zap.Logger, error) {
+// NewLogger is the replica's JSON logger on stderr at level.
+func NewLogger(level string) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
 		return nil, fmt.Errorf("replica: --log-level %q: %w", level, err)

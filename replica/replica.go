@@ -53,7 +53,7 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 	lg := opts.Logger
 	if lg == nil {
 		var err error
-		if lg, err = newLogger(cfg.LogLevel); err != nil {
+		if lg, err = NewLogger(cfg.LogLevel); err != nil {
 			return err
 		}
 		defer func() { _ = lg.Sync() }()

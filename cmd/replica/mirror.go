@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cheggaaa/pb/v3"
+	"github.com/mattn/go-isatty"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/understudy-kv/understudy/config"
+	"github.com/understudy-kv/understudy/mirror"
+	"github.com/understudy-kv/understudy/replica"
+)
+
+const mirrorUsage = `replica mirror: copy a key prefix of one etcd cluster into another, through
+the source's watch. Resumable (a checkpoint in the destination, written in the
+same transaction as each change), ordered and exactly once; keys deleted while
+it was down are deleted on restart; a source compacted past the checkpoint
+means a full sync again, never a silent gap.
+
+Usage:
+  replica mirror --source-endpoints URL[,URL…] --dest-endpoints URL[,URL…] \
+    [--prefix P] [--dest-prefix Q | --no-dest-prefix] [--rev R] [--name N]
+  replica mirror verify (the same flags)   compare source and destination;
+                                           exit 1 on any difference
+
+verify compares the source at the revision in the mirror's checkpoint (or
+--rev) with the destination as of that checkpoint, and prints each difference.
+
+Flags:
+`
+
+func runMirror(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	verify := len(args) > 0 && args[0] == "verify"
+	if verify {
+		args = args[1:]
+	}
+	cfg := config.DefaultMirror()
+	fs := config.NewMirrorFlags(&cfg)
+	err := config.LoadMirror(&cfg, fs, args)
+	if errors.Is(err, config.ErrHelp) {
+		fmt.Fprint(stdout, mirrorUsage)
+		config.PrintFlags(stdout, fs)
+		return 0
+	}
+	if err = errors.Join(err, cfg.Validate()); err != nil {
+		printProblems(stderr, err)
+		return 2
+	}
+	lg, err := replica.NewLogger(cfg.LogLevel)
+	if err != nil {
+		printProblems(stderr, err)
+		return 2
+	}
+	defer lg.Sync()
+	src, err := sideClient(cfg.Source, "source", lg)
+	if err != nil {
+		printProblems(stderr, err)
+		return 2
+	}
+	defer src.Close()
+	dst, err := sideClient(cfg.Dest, "dest", lg)
+	if err != nil {
+		printProblems(stderr, err)
+		return 2
+	}
+	defer dst.Close()
+
+	if verify {
+		diffs, rev, err := mirror.Verify(ctx, mirror.VerifyConfig{Source: src, Dest: dst, Prefix: cfg.Prefix, DestPrefix: cfg.MappedDestPrefix(), Name: cfg.Name, Rev: cfg.Rev, PageSize: cfg.PageSize})
+		for _, d := range diffs {
+			fmt.Fprintln(stdout, d)
+		}
+		if err != nil {
+			printProblems(stderr, err)
+			return 2
+		}
+		if len(diffs) > 0 {
+			fmt.Fprintf(stderr, "replica mirror verify: %d difference(s) at source revision %d\n", len(diffs), rev)
+			return 1
+		}
+		fmt.Fprintf(stdout, "source revision %d and the destination agree\n", rev)
+		return 0
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	for _, u := range cfg.ListenMetricsURLs {
+		pu, _ := url.Parse(u)
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		srv := &http.Server{Addr: pu.Host, Handler: mux}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				lg.Error("metrics listener", zap.String("url", u), zap.Error(err))
+			}
+		}()
+		defer srv.Close()
+	}
+	err = mirror.Run(ctx, mirror.Config{
+		Source: src, Dest: dst, Prefix: cfg.Prefix, DestPrefix: cfg.MappedDestPrefix(),
+		Rev: cfg.Rev, Name: cfg.Name, MaxTxnOps: cfg.MaxTxnOps, PageSize: cfg.PageSize,
+		NoLeases: cfg.NoLeases, ProgressInterval: cfg.ProgressInterval,
+		Progress: syncProgress(lg), Logger: lg, Registerer: reg,
+	})
+	if err != nil {
+		printProblems(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// sideClient connects to one side with its own TLS and credentials.
+func sideClient(s config.MirrorSide, side string, lg *zap.Logger) (*clientv3.Client, error) {
+	cfg := clientv3.Config{Endpoints: s.Endpoints, DialTimeout: 5 * time.Second, Logger: lg.Named(side + "-client").WithOptions(zap.IncreaseLevel(zap.WarnLevel))}
+	if s.CACert != "" || s.Cert != "" || s.InsecureSkipVerify {
+		info := transport.TLSInfo{TrustedCAFile: s.CACert, CertFile: s.Cert, KeyFile: s.Key, InsecureSkipVerify: s.InsecureSkipVerify}
+		var tc *tls.Config
+		var err error
+		if tc, err = info.ClientConfig(); err != nil {
+			return nil, fmt.Errorf("--%s-cacert/--%s-cert/--%s-key: %w", side, side, side, err)
+		}
+		cfg.TLS = tc
+	}
+	if s.User != "" {
+		cfg.Username, cfg.Password, _ = strings.Cut(s.User, ":")
+		if s.Password != "" {
+			cfg.Password = s.Password
+		}
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--%s-endpoints: %w", side, err)
+	}
+	return cli, nil
+}
+
+// syncProgress shows a full sync as a bar on a terminal, log lines else.
+func syncProgress(lg *zap.Logger) func(copied, total int64) {
+	if isatty.IsTerminal(os.Stderr.Fd()) {
+		var (
+			once sync.Once
+			bar  *pb.ProgressBar
+		)
+		return func(copied, total int64) {
+			once.Do(func() {
+				bar = pb.New64(total).SetWriter(os.Stderr).SetTemplateString(`syncing {{counters . }} keys {{bar . }} {{percent . }} {{etime . }}`).Start()
+			})
+			bar.SetTotal(max(total, copied))
+			bar.SetCurrent(copied)
+			if copied >= total {
+				bar.Finish()
+			}
+		}
+	}
+	var last time.Time
+	return func(copied, total int64) {
+		if copied < total && time.Since(last) < 2*time.Second {
+			return
+		}
+		last = time.Now()
+		lg.Info("syncing", zap.Int64("copied", copied), zap.Int64("keys", total))
+	}
+}

@@ -1,0 +1,170 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// MirrorSide is how the mirror reaches one cluster.
+type MirrorSide struct {
+	Endpoints []string
+	// TLS: a CA bundle to verify the servers, and a client certificate.
+	CACert, Cert, Key  string
+	InsecureSkipVerify bool
+	// User is "name" or "name:password"; Password, if set, wins.
+	User, Password string
+}
+
+// Mirror configures `replica mirror`: a watch-based copy of a key prefix
+// into another cluster.
+type Mirror struct {
+	Source, Dest MirrorSide
+	// Prefix is the source prefix copied ("" is every key).
+	Prefix string
+	// DestPrefix replaces Prefix in destination keys. By default keys keep
+	// their names; NoDestPrefix strips Prefix (keys land at the root).
+	DestPrefix   string
+	NoDestPrefix bool
+	// Rev, when there is no checkpoint yet, starts streaming at this source
+	// revision without an initial sync (etcdctl make-mirror's --rev).
+	Rev int64
+	// Name identifies the mirror's checkpoint in the destination.
+	Name string
+	// MaxTxnOps bounds the operations in one destination transaction,
+	// checkpoint included; etcd refuses more than its --max-txn-ops (128).
+	MaxTxnOps int
+	// PageSize is the number of keys read per request in a full sync.
+	PageSize int
+	// NoLeases writes every key without a lease.
+	NoLeases bool
+	// ProgressInterval is how often an idle mirror asks the source where
+	// it is, so that the checkpoint keeps up with revisions it is not sent.
+	ProgressInterval time.Duration
+	// ListenMetricsURLs serve /metrics over plain HTTP.
+	ListenMetricsURLs []string
+	LogLevel          string
+	ConfigFile        string
+
+	// destPrefixSet records that --dest-prefix was given.
+	destPrefixSet bool
+}
+
+// DefaultMirror mirrors every key of a local cluster into another local one.
+func DefaultMirror() Mirror {
+	return Mirror{
+		Source:           MirrorSide{Endpoints: []string{"http://127.0.0.1:2379"}},
+		Name:             "default",
+		MaxTxnOps:        128,
+		PageSize:         1000,
+		ProgressInterval: 5 * time.Second,
+		LogLevel:         "info",
+	}
+}
+
+// MappedDestPrefix is the prefix source keys land under.
+func (c Mirror) MappedDestPrefix() string {
+	switch {
+	case c.NoDestPrefix:
+		return ""
+	case c.destPrefixSet || c.DestPrefix != "":
+		return c.DestPrefix
+	}
+	return c.Prefix
+}
+
+func sideFlags(fs *flag.FlagSet, s *MirrorSide, side, what string) {
+	fs.Var((*list)(&s.Endpoints), side+"-endpoints", "Client URLs of the "+what+" cluster, comma-separated.")
+	fs.StringVar(&s.CACert, side+"-cacert", s.CACert, "CA bundle to verify the "+what+" cluster's TLS certificates.")
+	fs.StringVar(&s.Cert, side+"-cert", s.Cert, "Client TLS certificate for the "+what+" cluster.")
+	fs.StringVar(&s.Key, side+"-key", s.Key, "Client TLS key for the "+what+" cluster.")
+	fs.BoolVar(&s.InsecureSkipVerify, side+"-insecure-skip-tls-verify", s.InsecureSkipVerify, "Do not verify the "+what+" cluster's TLS certificates.")
+	fs.StringVar(&s.User, side+"-user", s.User, "User for the "+what+" cluster, as name or name:password.")
+	fs.StringVar(&s.Password, side+"-password", s.Password, "Password for --"+side+"-user.")
+}
+
+// NewMirrorFlags registers the mirror's flags, bound to cfg; etcdctl
+// make-mirror's names wherever it has the same setting.
+func NewMirrorFlags(cfg *Mirror) *flag.FlagSet {
+	fs := flag.NewFlagSet("mirror", flag.ContinueOnError)
+	sideFlags(fs, &cfg.Source, "source", "source")
+	sideFlags(fs, &cfg.Dest, "dest", "destination")
+	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "Source key prefix to mirror (default: every key).")
+	fs.Func("dest-prefix", "Destination prefix that replaces --prefix in mirrored keys (default: keys keep their names).", func(s string) error {
+		cfg.DestPrefix, cfg.destPrefixSet = s, true
+		return nil
+	})
+	fs.BoolVar(&cfg.NoDestPrefix, "no-dest-prefix", cfg.NoDestPrefix, "Strip --prefix: mirrored keys land at the destination's root.")
+	fs.Int64Var(&cfg.Rev, "rev", cfg.Rev, "With no checkpoint yet: stream from this source revision on, without an initial sync. A checkpoint, once written, wins.")
+	fs.StringVar(&cfg.Name, "name", cfg.Name, "Name of this mirror's checkpoint in the destination (several mirrors may share a destination).")
+	fs.IntVar(&cfg.MaxTxnOps, "max-txn-ops", cfg.MaxTxnOps, "Most operations in one destination transaction, checkpoint included; at most the destination's --max-txn-ops (etcd's default 128).")
+	fs.IntVar(&cfg.PageSize, "page-size", cfg.PageSize, "Keys read per request during a full sync.")
+	fs.BoolVar(&cfg.NoLeases, "no-leases", cfg.NoLeases, "Write keys without leases (by default a key on a source lease gets a destination lease of the remaining TTL, kept alive while the source lease lives).")
+	fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "How often an idle mirror asks the source for its revision, to move the checkpoint on.")
+	fs.Var((*list)(&cfg.ListenMetricsURLs), "listen-metrics-urls", "URLs to serve /metrics on (plain HTTP).")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "Log level: debug, info, warn or error.")
+	fs.StringVar(&cfg.ConfigFile, ConfigFileFlag, "", "Path to a YAML file of settings keyed by flag name. Precedence: flag > UNDERSTUDY_* environment > file > default.")
+	return fs
+}
+
+// LoadMirror parses args, the environment and any config file into cfg.
+func LoadMirror(cfg *Mirror, fs *flag.FlagSet, args []string) error {
+	got, err := Load(fs, args, nil)
+	if errors.Is(err, ErrHelp) {
+		return err
+	}
+	var problems []error
+	if err != nil {
+		problems = append(problems, err)
+	}
+	if len(got.Args) > 0 {
+		problems = append(problems, fmt.Errorf("%q: unexpected argument", got.Args[0]))
+	}
+	return errors.Join(problems...)
+}
+
+// Validate reports every problem at once, each naming its flag.
+func (c Mirror) Validate() error {
+	var problems []error
+	add := func(format string, a ...any) { problems = append(problems, fmt.Errorf(format, a...)) }
+	for _, s := range []struct {
+		side string
+		v    MirrorSide
+	}{{"source", c.Source}, {"dest", c.Dest}} {
+		if len(s.v.Endpoints) == 0 {
+			add("--%s-endpoints: must name at least one client URL", s.side)
+		}
+		problems = append(problems, checkURLs(s.side+"-endpoints", s.v.Endpoints)...)
+		if (s.v.Cert == "") != (s.v.Key == "") {
+			add("--%s-cert and --%s-key: give both or neither", s.side, s.side)
+		}
+		if s.v.Password != "" && s.v.User == "" {
+			add("--%s-password: needs --%s-user", s.side, s.side)
+		}
+	}
+	if c.NoDestPrefix && (c.destPrefixSet || c.DestPrefix != "") {
+		add("--dest-prefix %q and --no-dest-prefix: give one or neither", c.DestPrefix)
+	}
+	if c.Rev < 0 {
+		add("--rev %d: must be 0 (initial sync) or a source revision", c.Rev)
+	}
+	if c.Name == "" || strings.ContainsAny(c.Name, "/\x00") {
+		add("--name %q: must be non-empty, without '/'", c.Name)
+	}
+	if c.MaxTxnOps < 2 {
+		add("--max-txn-ops %d: must be at least 2 (one operation plus the checkpoint), at most the destination's --max-txn-ops", c.MaxTxnOps)
+	}
+	if c.PageSize < 1 {
+		add("--page-size %d: must be at least 1", c.PageSize)
+	}
+	if c.ProgressInterval <= 0 {
+		add("--progress-interval %v: must be more than 0", c.ProgressInterval)
+	}
+	problems = append(problems, checkURLs("listen-metrics-urls", c.ListenMetricsURLs)...)
+	if err := checkLogLevel(c.LogLevel); err != nil {
+		problems = append(problems, err)
+	}
+	return errors.Join(problems...)
+}

@@ -1,0 +1,48 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestMirrorValidateNamesEveryFlag(t *testing.T) {
+	cfg := DefaultMirror()
+	fs := NewMirrorFlags(&cfg)
+	err := LoadMirror(&cfg, fs, []string{"--dest-endpoints", "localhost:2379", "--dest-prefix", "b/", "--no-dest-prefix",
+		"--rev", "-3", "--max-txn-ops", "1", "--name", "a/b", "--source-cert", "c.pem"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cfg.Validate()
+	if err == nil {
+		t.Fatal("bad mirror flags accepted")
+	}
+	for _, want := range []string{"--dest-endpoints", "--dest-prefix \"b/\" and --no-dest-prefix", "--rev -3", "--max-txn-ops 1", `--name "a/b"`, "--source-cert and --source-key"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("problems %q do not name %q", err, want)
+		}
+	}
+}
+
+func TestMirrorDestPrefixMapping(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--prefix", "a/"}, "a/"},                        // keys keep their names
+		{[]string{"--prefix", "a/", "--dest-prefix", "b/"}, "b/"}, // replaced
+		{[]string{"--prefix", "a/", "--dest-prefix", ""}, ""},     // given empty: the root
+		{[]string{"--prefix", "a/", "--no-dest-prefix"}, ""},      // stripped
+	} {
+		cfg := DefaultMirror()
+		if err := LoadMirror(&cfg, NewMirrorFlags(&cfg), append(c.args, "--dest-endpoints", "http://d:2379")); err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if got := cfg.MappedDestPrefix(); got != c.want {
+			t.Errorf("%v: destination prefix %q, want %q", c.args, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// clusterID names a cluster as checkpoints record it, with its revision now.
+func clusterID(ctx context.Context, cli *clientv3.Client) (string, int64, error) {
+	resp, err := cli.Get(ctx, ReservedPrefix, clientv3.WithCountOnly())
+	if err != nil {
+		return "", 0, err
+	}
+	return fmt.Sprintf("%x", resp.Header.ClusterId), resp.Header.Revision, nil
+}
+
+// preflight refuses what would corrupt data, and loads the checkpoint:
+//   - source and destination the same cluster with overlapping prefixes
+//     (the mirror would copy its own writes, forever);
+//   - a destination prefix that another source's mirror writes;
+//   - this mirror's own checkpoint written for another source or mapping.
+func (mr *mirror) preflight(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	src, _, err := clusterID(ctx, mr.cfg.Source)
+	if err != nil {
+		return fmt.Errorf("mirror: source cluster: %w", err)
+	}
+	dst, _, err := clusterID(ctx, mr.cfg.Dest)
+	if err != nil {
+		return fmt.Errorf("mirror: destination cluster: %w", err)
+	}
+	mr.sourceID = src
+	if src == dst && overlap(mr.cfg.Prefix, mr.cfg.DestPrefix) {
+		return fmt.Errorf("%w: source and destination are the same cluster (%s) and the prefixes overlap (--prefix %q, destination prefix %q): the mirror would copy its own writes; use a destination prefix outside the source prefix, or another cluster",
+			ErrRefused, src, mr.cfg.Prefix, mr.cfg.DestPrefix)
+	}
+	cps, err := allCheckpoints(ctx, mr.cfg.Dest)
+	if err != nil {
+		return err
+	}
+	for name, c := range cps {
+		if name == mr.cfg.Name {
+			if c.SourceClusterID != src {
+				return fmt.Errorf("%w: the destination's checkpoint %q belongs to source cluster %s, not to this source (%s); use another --name, or delete key %q to start over",
+					ErrRefused, name, c.SourceClusterID, src, CheckpointKey(name))
+			}
+			if c.SourcePrefix != mr.cfg.Prefix || c.DestPrefix != mr.cfg.DestPrefix {
+				return fmt.Errorf("%w: checkpoint %q mirrors prefix %q to %q, not %q to %q; use another --name for another mapping",
+					ErrRefused, name, c.SourcePrefix, c.DestPrefix, mr.cfg.Prefix, mr.cfg.DestPrefix)
+			}
+			continue
+		}
+		if overlap(c.DestPrefix, mr.cfg.DestPrefix) && c.SourceClusterID != src {
+			return fmt.Errorf("%w: destination prefix %q overlaps %q, which mirror %q writes from source cluster %s; two sources would overwrite each other",
+				ErrRefused, mr.cfg.DestPrefix, c.DestPrefix, name, c.SourceClusterID)
+		}
+	}
+	mr.cp, mr.cpModRev, err = ReadCheckpoint(ctx, mr.cfg.Dest, mr.cfg.Name)
+	if err != nil {
+		return err
+	}
+	switch {
+	case mr.cp != nil:
+		mr.lg.Info("resuming from the checkpoint", zap.String("phase", mr.cp.Phase), zap.Int64("revision", mr.cp.Revision), zap.String("synced-through", mr.cp.SyncedThrough))
+		if mr.cfg.Rev > 0 {
+			mr.lg.Warn("--rev ignored: the checkpoint says where to resume", zap.Int64("rev", mr.cfg.Rev))
+		}
+	case mr.cfg.Rev > 0:
+		cp := mr.fresh()
+		cp.Phase, cp.Revision = PhaseStream, mr.cfg.Rev-1
+		mr.cp = &cp // written with the first revision applied
+		mr.lg.Info("streaming from --rev without an initial sync", zap.Int64("rev", mr.cfg.Rev))
+	}
+	return nil
+}
