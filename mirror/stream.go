@@ -38,26 +38,50 @@ func (mr *mirror) stream(ctx context.Context) error {
 			if !ok {
 				return errors.New("mirror: source watch closed")
 			}
-			if resp.CompactRevision != 0 || errors.Is(resp.Err(), rpctypes.ErrCompacted) {
-				return errCompacted
+			// Take every response already here: when the mirror is behind,
+			// their revisions share transactions.
+			batch := []clientv3.WatchResponse{resp}
+		drain:
+			for len(batch) < 64 {
+				select {
+				case more, ok := <-wch:
+					if !ok {
+						break drain
+					}
+					batch = append(batch, more)
+				default:
+					break drain
+				}
 			}
-			if err := resp.Err(); err != nil {
-				return fmt.Errorf("mirror: source watch: %w", err)
+			var events []*clientv3.Event
+			var progress int64
+			for _, resp := range batch {
+				if resp.CompactRevision != 0 || errors.Is(resp.Err(), rpctypes.ErrCompacted) {
+					return errors.Join(mr.apply(ctx, events), errCompacted)
+				}
+				if err := resp.Err(); err != nil {
+					return errors.Join(mr.apply(ctx, events), fmt.Errorf("mirror: source watch: %w", err))
+				}
+				if len(resp.Events) == 0 {
+					progress = max(progress, resp.Header.Revision)
+					continue
+				}
+				events = append(events, resp.Events...)
 			}
-			pos := resp.Header.Revision // a progress notification's
-			if n := len(resp.Events); n > 0 {
-				pos = resp.Events[n-1].Kv.ModRevision
+			pos := progress // a progress notification's
+			if n := len(events); n > 0 {
+				pos = max(pos, events[n-1].Kv.ModRevision)
 			}
 			mr.m.sourceAt(pos)
-			if len(resp.Events) > 0 {
-				if err := mr.apply(ctx, resp.Events); err != nil {
+			if len(events) > 0 {
+				if err := mr.apply(ctx, events); err != nil {
 					return err
 				}
-			} else if resp.Header.Revision > mr.cp.Revision && time.Since(lastProgress) >= mr.cfg.ProgressInterval {
+			} else if progress > mr.cp.Revision && time.Since(lastProgress) >= mr.cfg.ProgressInterval {
 				// Every event up to this revision has been sent: nothing
 				// of the prefix changed since the checkpoint.
 				next := *mr.cp
-				next.From, next.Revision = mr.cp.Revision+1, resp.Header.Revision
+				next.From, next.Revision = mr.cp.Revision+1, progress
 				if err := mr.commit(ctx, nil, next); err != nil {
 					return err
 				}

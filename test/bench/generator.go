@@ -124,16 +124,21 @@ func generatorScenario(p params) ([]Row, error) {
 			{"serializable", "s", []clientv3.OpOption{clientv3.WithSerializable()}},
 			{"linearizable", "l", nil},
 		} {
+			pids := map[string]int{"leader": leader.Proc.PID()}
+			cpu := startCPU(pids)
 			own := load(context.Background(), p.workers, p.dur, func(ctx context.Context, w int) error {
 				_, err := cs[w%len(cs)].Get(ctx, key, mode.opts...)
 				return err
 			})
+			own.CPU = cpu.stop()
 			// The tool runs a number of requests, not a duration: as many as
 			// the generator did, so both run for about as long.
+			cpu = startCPU(pids)
 			tool, err := runBenchTool(bin, leader.ClientURL, key, mode.consistency, p.workers, p.conns, own.Ops)
 			if err != nil {
 				r.Fatalf("%v", err)
 			}
+			tool.CPU = cpu.stop()
 			r.Logf("%s range @ etcd leader: generator %.0f ops/s, benchmark tool %.0f ops/s", mode.name, own.Throughput, tool.Throughput)
 			rows = append(rows,
 				Row{Scenario: "generator", Name: "generator: " + mode.name + " range @ etcd leader", Result: own},

@@ -22,7 +22,7 @@ func main() {
 	quick := flag.Bool("quick", false, "short runs with fewer watchers and less data (about two minutes)")
 	out := flag.String("out", "BENCHMARKS.md", "report to write")
 	raw := flag.String("json", "BENCHMARKS.json", "raw figures to write")
-	only := flag.String("only", "", "run only this scenario: generator, reads, writes, watch or catchup")
+	only := flag.String("only", "", "run only this scenario: generator, reads, writes, watch, catchup or mirror")
 	replicaArgs := flag.String("replica-args", "", "extra flags for every replica, space-separated (for tuning experiments; recorded in the report)")
 	flag.Parse()
 
@@ -42,6 +42,7 @@ func main() {
 		{"writes", writeScenario},
 		{"watch", watchScenario},
 		{"catchup", catchupScenario},
+		{"mirror", mirrorScenario},
 	} {
 		if *only != "" && *only != s.name {
 			continue

@@ -31,15 +31,17 @@ type params struct {
 	watchers    []int
 	watchRate   int
 	catchupKeys int
+	mirrorKeys  int
+	mirrorRate  int
 	replicaArgs []string
 }
 
 func quickParams() params {
-	return params{dur: 3 * time.Second, workers: 32, conns: 8, keys: 1000, watchers: []int{200}, watchRate: 10, catchupKeys: 2000}
+	return params{dur: 3 * time.Second, workers: 32, conns: 8, keys: 1000, watchers: []int{200}, watchRate: 10, catchupKeys: 2000, mirrorKeys: 5000, mirrorRate: 1000}
 }
 
 func fullParams() params {
-	return params{dur: 10 * time.Second, workers: 64, conns: 16, keys: 1000, watchers: []int{1000, 10000}, watchRate: 10, catchupKeys: 20000}
+	return params{dur: 10 * time.Second, workers: 64, conns: 16, keys: 1000, watchers: []int{1000, 10000}, watchRate: 10, catchupKeys: 20000, mirrorKeys: 100000, mirrorRate: 1000}
 }
 
 var value256 = strings.Repeat("v", 256)

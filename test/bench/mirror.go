@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/understudy-kv/understudy/test/harness"
+)
+
+// mirrorTool is one way of mirroring: a command line that copies the
+// source prefix "mirror/" into the destination under the same names.
+type mirrorTool struct {
+	name string
+	cmd  func(bins *harness.Bins, src, dst string) (bin string, args []string)
+}
+
+var mirrorTools = []mirrorTool{
+	{"understudy mirror", func(b *harness.Bins, src, dst string) (string, []string) {
+		return b.Replica, []string{"mirror", "--source-endpoints", src, "--dest-endpoints", dst, "--prefix", "mirror/", "--log-level", "warn"}
+	}},
+	{"etcdctl make-mirror", func(b *harness.Bins, src, dst string) (string, []string) {
+		return b.Etcdctl, []string{"--endpoints", src, "make-mirror", "--prefix", "mirror/", dst}
+	}},
+}
+
+// mirrorScenario copies the same data with understudy's mirror and with
+// etcdctl make-mirror, each into a fresh destination cluster: the time of
+// the initial sync, then the lag of each event at a steady write rate.
+func mirrorScenario(p params) ([]Row, error) {
+	var rows []Row
+	err := scenario("mirror", func(r *runner) {
+		src := harness.StartCluster(r, harness.ClusterConfig{N: 1, Token: "bench-source"})
+		sc := src.Client(r)
+		populateTxn(r, sc, "mirror/k/", p.mirrorKeys)
+		for _, tool := range mirrorTools {
+			dst := harness.StartCluster(r, harness.ClusterConfig{N: 1, Token: "bench-dest"})
+			dc := dst.Client(r)
+			bin, args := tool.cmd(src.Bins, src.Endpoints()[0], dst.Endpoints()[0])
+			start := time.Now()
+			proc := harness.Start(r, harness.ProcConfig{Name: "mirror", Bin: bin, Args: args})
+			harness.WaitFor(r, 20*time.Minute, tool.name+" initial sync", func() (bool, error) {
+				resp, err := dc.Get(context.Background(), "mirror/k/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+				return err == nil && resp.Count >= int64(p.mirrorKeys), err
+			})
+			took := time.Since(start)
+			rows = append(rows, Row{Scenario: "mirror", Name: fmt.Sprintf("%s: initial sync of %d keys", tool.name, p.mirrorKeys),
+				Result: Result{Ops: p.mirrorKeys, Seconds: took.Seconds(), Throughput: float64(p.mirrorKeys) / took.Seconds()}})
+			r.Logf("%-24s synced %d keys in %v", tool.name, p.mirrorKeys, took.Round(time.Millisecond))
+
+			lag := mirrorLag(r, sc, dc, p)
+			rows = append(rows, Row{Scenario: "mirror", Name: fmt.Sprintf("%s: lag at %d puts/s", tool.name, p.mirrorRate), Result: lag})
+			r.Logf("%-24s lag p50 %v p99 %v (%d of %d events)", tool.name, lag.P50, lag.P99, lag.Ops, lag.Ops+lag.Errors)
+			proc.Stop()
+		}
+	})
+	return rows, err
+}
+
+// mirrorLag writes timestamps to the source at p.mirrorRate for p.dur and
+// measures, for each, when the destination's watch delivers it.
+func mirrorLag(r *runner, src, dst *clientv3.Client, p params) Result {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		lats []time.Duration
+	)
+	watching := make(chan struct{})
+	wdone := make(chan struct{})
+	go func() {
+		defer close(wdone)
+		wch := dst.Watch(ctx, "mirror/lag/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+		close(watching)
+		for resp := range wch {
+			now := time.Now()
+			mu.Lock()
+			for _, ev := range resp.Events {
+				if ns, err := strconv.ParseInt(string(ev.Kv.Value), 10, 64); err == nil && ev.Type == clientv3.EventTypePut {
+					lats = append(lats, now.Sub(time.Unix(0, ns)))
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+	<-watching
+	// Puts go out in bursts every 10ms, from goroutines, so that the rate
+	// holds whatever one put's latency.
+	perTick := max(p.mirrorRate/100, 1)
+	tick := time.NewTicker(10 * time.Millisecond)
+	var wg sync.WaitGroup
+	var putsMu sync.Mutex
+	puts := 0
+	start := time.Now()
+	for i := 0; time.Since(start) < p.dur; i++ {
+		<-tick.C
+		for j := range perTick {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				key := "mirror/lag/" + strconv.Itoa((i*perTick+j)%1000)
+				if _, err := src.Put(ctx, key, strconv.FormatInt(time.Now().UnixNano(), 10)); err == nil {
+					putsMu.Lock()
+					puts++
+					putsMu.Unlock()
+				}
+			}()
+		}
+	}
+	tick.Stop()
+	wg.Wait()
+	// Let the last events arrive: until all have, or for 30 seconds;
+	// what is missing then is reported as errors.
+	deadline := time.Now().Add(30 * time.Second)
+	poll := time.NewTicker(10 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		got := len(lats)
+		mu.Unlock()
+		if got >= puts {
+			break
+		}
+		<-poll.C
+	}
+	poll.Stop()
+	cancel()
+	<-wdone
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(lats)
+	res := Result{Ops: len(lats), Errors: max(puts-len(lats), 0), Seconds: time.Since(start).Seconds()}
+	res.Throughput = float64(len(lats)) / p.dur.Seconds()
+	res.P50, res.P99 = percentile(lats, 0.5), percentile(lats, 0.99)
+	return res
+}
+
+// populateTxn puts n keys of 256 B under prefix, 100 per transaction.
+func populateTxn(r *runner, cli *clientv3.Client, prefix string, n int) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for start := w * 100; start < n; start += 800 {
+				var ops []clientv3.Op
+				for i := start; i < min(start+100, n); i++ {
+					ops = append(ops, clientv3.OpPut(fmt.Sprintf("%s%07d", prefix, i), value256))
+				}
+				if _, err := cli.Txn(context.Background()).Then(ops...).Commit(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		r.Fatalf("populate: %v", err)
+	}
+}
