@@ -12,9 +12,9 @@ import (
 
 // The real etcdctl pointed only at a replica: every common command succeeds
 // and prints what it prints against a voter. Run against primary voters and
-// against stock etcd voters.
+// against stock etcd voters, of this release and of the previous minor one.
 func TestReplicaServesEtcdctlLikeAVoter(t *testing.T) {
-	for _, kind := range []harness.Kind{harness.KindPrimary, harness.KindEtcd} {
+	for _, kind := range []harness.Kind{harness.KindPrimary, harness.KindEtcd, harness.KindEtcd36} {
 		t.Run(kind.String(), func(t *testing.T) {
 			bins := harness.Binaries(t)
 			c := harness.StartCluster(t, harness.ClusterConfig{N: 3, Kinds: []harness.Kind{kind, kind, kind}})

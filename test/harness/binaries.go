@@ -218,3 +218,51 @@ func binName(pkg string) string {
 	}
 	return base
 }
+
+// Etcd36Version is the previous etcd minor release, which replicas must
+// work with as voters.
+const Etcd36Version = "v3.6.8"
+
+var etcd36 struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// Etcd36 builds stock etcd Etcd36Version once per test process and returns
+// its path. It cannot be in this module's graph (one etcd release per
+// module), so it is built in a module of its own beside the binaries, with
+// the module proxy's published dependencies.
+func (b *Bins) Etcd36(t testing.TB) string {
+	t.Helper()
+	etcd36.once.Do(func() { etcd36.path, etcd36.err = buildEtcd36(b.dir) })
+	if etcd36.err != nil {
+		t.Fatalf("%v", etcd36.err)
+	}
+	return etcd36.path
+}
+
+func buildEtcd36(dir string) (string, error) {
+	mod := filepath.Join(dir, "etcd-"+Etcd36Version+"-module")
+	if err := os.MkdirAll(mod, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module etcd36\n\ngo 1.26\n"), 0o644); err != nil {
+		return "", err
+	}
+	final := filepath.Join(dir, "etcd-"+Etcd36Version)
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	for _, args := range [][]string{
+		{"get", "go.etcd.io/etcd/server/v3@" + Etcd36Version},
+		{"build", "-o", final, "go.etcd.io/etcd/server/v3"},
+	} {
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = mod
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("harness: building etcd %s: go %s: %w\n%s", Etcd36Version, strings.Join(args, " "), err, out)
+		}
+	}
+	return final, nil
+}

@@ -35,6 +35,9 @@ const (
 	KindPrimary Kind = iota
 	// KindEtcd runs stock etcd.
 	KindEtcd
+	// KindEtcd36 runs stock etcd of the previous minor release
+	// (Etcd36Version), built outside this module; see Bins.Etcd36.
+	KindEtcd36
 )
 
 func (k Kind) String() string {
@@ -43,6 +46,8 @@ func (k Kind) String() string {
 		return "primary"
 	case KindEtcd:
 		return "etcd"
+	case KindEtcd36:
+		return "etcd-" + Etcd36Version
 	default:
 		return "Kind(" + strconv.Itoa(int(k)) + ")"
 	}
@@ -128,8 +133,11 @@ func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 	}
 	for _, m := range c.Members {
 		bin := bins.Primary
-		if m.Kind == KindEtcd {
+		switch m.Kind {
+		case KindEtcd:
 			bin = bins.Etcd
+		case KindEtcd36:
+			bin = bins.Etcd36(t)
 		}
 		if bin == "" {
 			t.Fatalf("harness: no binary for member %s of kind %v", m.Name, m.Kind)
