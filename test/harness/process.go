@@ -108,7 +108,10 @@ func (p *Proc) start() error {
 	if len(p.cfg.Env) > 0 {
 		cmd.Env = append(os.Environ(), p.cfg.Env...)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a test binary that dies without running its cleanups
+	// (killed, or its output pipe closed) takes its processes with it,
+	// rather than leaving clusters running that later tests compete with.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("harness: start %s: %w", p.cfg.Name, err)
 	}
