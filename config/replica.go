@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -56,6 +57,14 @@ type Replica struct {
 	ElectionMs  uint
 	// AuthToken must match the voters' --auth-token.
 	AuthToken string
+	// ClientTLS secures the front on https client URLs (etcd's --cert-file,
+	// --key-file, --trusted-ca-file, --client-cert-auth); its certificate
+	// and CA are also what the replica uses towards the --join URLs.
+	ClientTLS TLS
+	// PeerTLS secures the embedded member's raft traffic, as etcd's
+	// --peer-* flags; it must be what the voters' peers accept.
+	PeerTLS TLS
+
 	// Zone labels the replica for zone-affine balancers (free text, such as
 	// a cloud zone name); empty means none.
 	Zone string
@@ -65,6 +74,17 @@ type Replica struct {
 	// ConfigFile is the YAML file values were read from, if any.
 	ConfigFile string
 }
+
+// TLS is one side's certificates, as etcd names them.
+type TLS struct {
+	CertFile, KeyFile, TrustedCAFile string
+	// ClientCertAuth requires clients to present a certificate signed by
+	// TrustedCAFile.
+	ClientCertAuth bool
+}
+
+// Enabled reports whether any certificate is configured.
+func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" || t.TrustedCAFile != "" }
 
 // DefaultReplica is a replica on 127.0.0.1:2479 (clients) and :2480 (peers),
 // beside a default etcd or primary on 2379/2380.
@@ -107,6 +127,14 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.UintVar(&cfg.HeartbeatMs, "heartbeat-interval", cfg.HeartbeatMs, "Raft heartbeat interval in ms; use the voters' value.")
 	fs.UintVar(&cfg.ElectionMs, "election-timeout", cfg.ElectionMs, "Raft election timeout in ms; use the voters' value.")
 	fs.StringVar(&cfg.AuthToken, "auth-token", cfg.AuthToken, "Auth token type, as the voters' --auth-token (simple or jwt,…).")
+	fs.StringVar(&cfg.ClientTLS.CertFile, "cert-file", "", "TLS certificate of the front, for https --listen-client-urls; also the replica's client certificate towards the --join URLs.")
+	fs.StringVar(&cfg.ClientTLS.KeyFile, "key-file", "", "TLS key for --cert-file.")
+	fs.StringVar(&cfg.ClientTLS.TrustedCAFile, "trusted-ca-file", "", "CA bundle that client certificates (with --client-cert-auth) and the --join URLs' certificates are verified against.")
+	fs.BoolVar(&cfg.ClientTLS.ClientCertAuth, "client-cert-auth", false, "Require clients of the front to present a certificate signed by --trusted-ca-file.")
+	fs.StringVar(&cfg.PeerTLS.CertFile, "peer-cert-file", "", "TLS certificate for raft traffic with the voters (https peer URLs), as etcd's --peer-cert-file.")
+	fs.StringVar(&cfg.PeerTLS.KeyFile, "peer-key-file", "", "TLS key for --peer-cert-file.")
+	fs.StringVar(&cfg.PeerTLS.TrustedCAFile, "peer-trusted-ca-file", "", "CA bundle the voters' peer certificates are verified against, as etcd's --peer-trusted-ca-file.")
+	fs.BoolVar(&cfg.PeerTLS.ClientCertAuth, "peer-client-cert-auth", false, "Require peers to present a certificate signed by --peer-trusted-ca-file, as etcd's --peer-client-cert-auth.")
 	fs.StringVar(&cfg.Zone, "zone", cfg.Zone, "Zone label told to balancers that probe this replica, for zone-affine reads (for example the cloud zone's name).")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "Log level: debug, info, warn or error.")
 	fs.StringVar(&cfg.ConfigFile, ConfigFileFlag, "", "Path to a YAML file of settings keyed by flag name. Precedence: flag > UNDERSTUDY_* environment > file > default.")
@@ -193,10 +221,40 @@ func (c Replica) Validate() error {
 	} else if c.ElectionMs < 5*c.HeartbeatMs {
 		add("--election-timeout %d: must be at least 5 × --heartbeat-interval (%d ms)", c.ElectionMs, 5*c.HeartbeatMs)
 	}
+	problems = append(problems, checkTLS("", "--listen-client-urls and --advertise-client-urls", c.ClientTLS, append(slices.Clone(c.ListenClientURLs), c.AdvertiseClientURLs...))...)
+	problems = append(problems, checkTLS("peer-", "--listen-peer-urls and --initial-advertise-peer-urls", c.PeerTLS, append(slices.Clone(c.ListenPeerURLs), c.AdvertisePeerURLs...))...)
 	if err := checkLogLevel(c.LogLevel); err != nil {
 		problems = append(problems, err)
 	}
 	return errors.Join(problems...)
+}
+
+// checkTLS checks one side's certificates against its URLs: https needs a
+// certificate and key; a front serves one scheme.
+func checkTLS(prefix, urlFlags string, t TLS, urls []string) []error {
+	var problems []error
+	add := func(format string, a ...any) { problems = append(problems, fmt.Errorf(format, a...)) }
+	https, http := 0, 0
+	for _, u := range urls {
+		if strings.HasPrefix(u, "https://") {
+			https++
+		} else {
+			http++
+		}
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		add("--%scert-file %q and --%skey-file %q: give both or neither", prefix, t.CertFile, prefix, t.KeyFile)
+	}
+	if https > 0 && t.CertFile == "" {
+		add("--%scert-file: %s are https, which needs a certificate and key (--%scert-file, --%skey-file)", prefix, urlFlags, prefix, prefix)
+	}
+	if https > 0 && http > 0 {
+		add("%s: mix http and https; use one scheme", urlFlags)
+	}
+	if t.ClientCertAuth && t.TrustedCAFile == "" {
+		add("--%sclient-cert-auth: needs --%strusted-ca-file", prefix, prefix)
+	}
+	return problems
 }
 
 // list is a comma-separated flag value; a new value replaces the old one,

@@ -2,6 +2,7 @@ package learner
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -17,8 +18,9 @@ var ErrPeerURLUnreachable = errors.New("learner: advertised peer URL does not re
 // ProbePeerURL checks that url serves the peer API of a member of cluster
 // (an etcd member answers GET /members with its cluster ID in a header). It
 // retries until ctx ends, since the listener may still be starting.
-func ProbePeerURL(ctx context.Context, url, cluster string) error {
-	client := &http.Client{Timeout: 2 * time.Second}
+// tlsCfg, for https peer URLs, is the member's peer TLS as a client.
+func ProbePeerURL(ctx context.Context, url, cluster string, tlsCfg *tls.Config) error {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
 	var last error
 	for {
 		last = probeOnce(ctx, client, url, cluster)

@@ -25,6 +25,7 @@ package readpath
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -40,6 +41,7 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -65,6 +67,8 @@ type Config struct {
 	// Longer means less leader work per read and at most that much more
 	// latency; 0 runs rounds back to back.
 	ReadBatchInterval time.Duration
+	// TLS, if set, serves the front over TLS.
+	TLS *tls.Config
 	// Zone, if set, is told to balancers that probe the replica (see
 	// wire.ZoneKey), for zone-affine reads.
 	Zone string
@@ -118,7 +122,7 @@ func New(cfg Config) (*Front, error) {
 	m = NewMetrics(cfg.Registerer, func() float64 { return min(f.fresh.Age().Seconds(), math.MaxInt32) })
 	f.m = m
 
-	f.grpc = grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unaryInterceptor(s, m, cfg.Zone)),
 		grpc.ChainStreamInterceptor(streamInterceptor(s, m)),
 		grpc.MaxRecvMsgSize(int(s.Cfg.MaxRequestBytesWithOverhead())),
@@ -126,7 +130,11 @@ func New(cfg Config) (*Front, error) {
 		grpc.MaxConcurrentStreams(s.Cfg.MaxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: embed.DefaultGRPCKeepAliveMinTime, PermitWithoutStream: false}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: embed.DefaultGRPCKeepAliveInterval, Timeout: embed.DefaultGRPCKeepAliveTimeout}),
-	)
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	}
+	f.grpc = grpc.NewServer(opts...)
 	pb.RegisterKVServer(f.grpc, &kvServer{etcd: v3rpc.NewQuotaKVServer(s), fresh: f.fresh, maxStaleness: cfg.MaxStaleness, strongTimeout: s.Cfg.ReqTimeout(), m: m})
 	pb.RegisterWatchServer(f.grpc, &watchServer{WatchServer: v3rpc.NewWatchServer(s), m: m})
 	pb.RegisterLeaseServer(f.grpc, v3rpc.NewQuotaLeaseServer(s))

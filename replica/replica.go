@@ -5,14 +5,17 @@ package replica
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -65,19 +68,35 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		opts.Progress = defaultProgress(lg)
 	}
 
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Join, DialTimeout: 5 * time.Second, Logger: lg.Named("join-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))})
+	joinTLS, err := clientTLS(cfg.ClientTLS, cfg.Join)
+	if err != nil {
+		return err
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Join, TLS: joinTLS, DialTimeout: 5 * time.Second, Logger: lg.Named("join-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))})
 	if err != nil {
 		return fmt.Errorf("replica: connect to --join %v: %w", cfg.Join, err)
 	}
 	defer cli.Close()
 
+	// Certificates and listeners first: a replica that cannot serve must
+	// fail before it joins, not leave a learner behind.
+	frontTLS, err := serverTLS(cfg.ClientTLS, cfg.ListenClientURLs)
+	if err != nil {
+		return err
+	}
+	listeners, err := listen(cfg.ListenClientURLs)
+	if err != nil {
+		return err
+	}
 	m, err := start(ctx, lg, cfg, cli, opts)
 	if err != nil {
+		closeAll(listeners)
 		return err
 	}
 	defer m.Close()
 
 	front, err := readpath.New(readpath.Config{
+		TLS:               frontTLS,
 		Server:            m.Server,
 		Logger:            lg.Named("readpath"),
 		Registerer:        opts.Registerer,
@@ -87,11 +106,7 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		Zone:              cfg.Zone,
 	})
 	if err != nil {
-		return err
-	}
-	listeners, err := listen(cfg.ListenClientURLs)
-	if err != nil {
-		front.Stop()
+		closeAll(listeners)
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
@@ -184,10 +199,14 @@ func startLearner(ctx context.Context, lg *zap.Logger, cfg config.Replica, j lea
 		return nil, err
 	}
 	if !cfg.SkipPeerURLCheck {
+		peerTLS, err := clientTLS(cfg.PeerTLS, cfg.AdvertisePeerURLs)
+		if err != nil {
+			return fail(err)
+		}
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		for _, u := range cfg.AdvertisePeerURLs {
-			if err := learner.ProbePeerURL(pctx, u, e.Server.Cluster().ID().String()); err != nil {
+			if err := learner.ProbePeerURL(pctx, u, e.Server.Cluster().ID().String(), peerTLS); err != nil {
 				return fail(fmt.Errorf("--initial-advertise-peer-urls: %w; the voters send snapshots there (--skip-peer-url-check if only this host cannot reach it)", err))
 			}
 		}
@@ -233,6 +252,8 @@ func embedConfig(cfg config.Replica, initialCluster string, logOutputs []string)
 	if ec.ListenMetricsUrls, err = parseURLs(cfg.ListenMetricsURLs); err != nil {
 		return nil, err
 	}
+	ec.PeerTLSInfo = transport.TLSInfo{CertFile: cfg.PeerTLS.CertFile, KeyFile: cfg.PeerTLS.KeyFile,
+		TrustedCAFile: cfg.PeerTLS.TrustedCAFile, ClientCertAuth: cfg.PeerTLS.ClientCertAuth}
 	ec.ClusterState = embed.ClusterStateFlagExisting
 	ec.InitialCluster = initialCluster
 	// The voters enforce the learner limit when a member is added; a replica
@@ -254,6 +275,37 @@ func embedConfig(cfg config.Replica, initialCluster string, logOutputs []string)
 	return ec, nil
 }
 
+// clientTLS is the client side of t, for talking to urls: nil when
+// neither t nor the URLs ask for TLS.
+func clientTLS(t config.TLS, urls []string) (*tls.Config, error) {
+	https := false
+	for _, u := range urls {
+		https = https || strings.HasPrefix(u, "https://")
+	}
+	if !https && !t.Enabled() {
+		return nil, nil
+	}
+	info := transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile}
+	c, err := info.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("replica: TLS client configuration: %w", err)
+	}
+	return c, nil
+}
+
+// serverTLS is the front's TLS: nil for http client URLs.
+func serverTLS(t config.TLS, urls []string) (*tls.Config, error) {
+	if len(urls) == 0 || !strings.HasPrefix(urls[0], "https://") {
+		return nil, nil
+	}
+	info := transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile, ClientCertAuth: t.ClientCertAuth}
+	c, err := info.ServerConfig()
+	if err != nil {
+		return nil, fmt.Errorf("replica: --cert-file/--key-file/--trusted-ca-file: %w", err)
+	}
+	return c, nil
+}
+
 func parseURLs(ss []string) ([]url.URL, error) {
 	var out []url.URL
 	for _, s := range ss {
@@ -273,9 +325,9 @@ func listen(urls []string) ([]net.Listener, error) {
 		if err != nil {
 			return nil, fmt.Errorf("replica: --listen-client-urls %q: %w", s, err)
 		}
-		if u.Scheme != "http" {
+		if u.Scheme != "http" && u.Scheme != "https" {
 			closeAll(ls)
-			return nil, fmt.Errorf("replica: --listen-client-urls %q: only http is supported so far (TLS on the front is not implemented yet)", s)
+			return nil, fmt.Errorf("replica: --listen-client-urls %q: want http or https", s)
 		}
 		l, err := net.Listen("tcp", u.Host)
 		if err != nil {

@@ -67,6 +67,9 @@ type ClusterConfig struct {
 	// Token is the initial cluster token; "" picks one unique to the
 	// cluster.
 	Token string
+	// TLS, if set, serves clients and peers over https with client
+	// certificates required.
+	TLS *Certs
 }
 
 // Member is one voting member of a Cluster.
@@ -87,6 +90,8 @@ type Cluster struct {
 	// Kinds is each member's kind, in member order.
 	Kinds []Kind
 	Bins  *Bins
+	// TLS is the cluster's certificates; nil for plain http.
+	TLS *Certs
 
 	// status serves the harness's own Status calls, each of which dials
 	// the one endpoint it names.
@@ -108,7 +113,11 @@ func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 		t.Fatalf("harness: cluster of N=%d with %d kinds", cfg.N, len(cfg.Kinds))
 	}
 	bins := Binaries(t)
-	c := &Cluster{Bins: bins, Kinds: make([]Kind, n)}
+	c := &Cluster{Bins: bins, Kinds: make([]Kind, n), TLS: cfg.TLS}
+	url := URL
+	if cfg.TLS != nil {
+		url = httpsURL
+	}
 	copy(c.Kinds, cfg.Kinds)
 
 	peers := make([]string, n)
@@ -116,8 +125,8 @@ func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 		m := &Member{
 			Name:      "m" + strconv.Itoa(i+1),
 			Kind:      c.Kinds[i],
-			ClientURL: URL(FreePort(t)),
-			PeerURL:   URL(FreePort(t)),
+			ClientURL: url(FreePort(t)),
+			PeerURL:   url(FreePort(t)),
 		}
 		m.DataDir = filepath.Join(t.TempDir(), m.Name+".etcd")
 		c.Members = append(c.Members, m)
@@ -154,6 +163,9 @@ func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 			"--initial-cluster-token", token,
 			"--max-learners", strconv.Itoa(testMaxLearners),
 			"--log-level", "warn",
+		}
+		if cfg.TLS != nil {
+			args = append(args, cfg.TLS.EtcdFlags()...)
 		}
 		m.Proc = Start(t, ProcConfig{Name: m.Name + "-" + m.Kind.String(), Bin: bin, Args: append(args, cfg.ExtraArgs...)})
 	}
@@ -206,13 +218,17 @@ func (c *Cluster) Endpoints() []string {
 // Client returns a client for all members, closed at cleanup.
 func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{
+	cfg := clientv3.Config{
 		Endpoints:   c.Endpoints(),
 		DialTimeout: 5 * time.Second,
 		// The client logs through zap from its own goroutines; a test
 		// logger there could outlive the test.
 		Logger: zap.NewNop(),
-	})
+	}
+	if c.TLS != nil {
+		cfg.TLS = c.TLS.ClientConfig(t)
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		t.Fatalf("harness: client for %v: %v", c.Endpoints(), err)
 	}

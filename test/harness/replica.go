@@ -31,10 +31,14 @@ type Replica struct {
 func StartReplica(t testing.TB, c *Cluster, cfg ReplicaConfig) *Replica {
 	t.Helper()
 	c.Bins.RequireReplica(t)
+	url := URL
+	if c.TLS != nil {
+		url = httpsURL
+	}
 	r := &Replica{
 		Name:      cfg.Name,
-		ClientURL: URL(FreePort(t)),
-		PeerURL:   URL(FreePort(t)),
+		ClientURL: url(FreePort(t)),
+		PeerURL:   url(FreePort(t)),
 		DataDir:   filepath.Join(t.TempDir(), cfg.Name+".replica"),
 	}
 	adv := r.PeerURL
@@ -47,6 +51,9 @@ func StartReplica(t testing.TB, c *Cluster, cfg ReplicaConfig) *Replica {
 		"--listen-peer-urls", r.PeerURL, "--initial-advertise-peer-urls", adv,
 		"--listen-client-urls", r.ClientURL,
 		"--join-timeout", "5m",
+	}
+	if c.TLS != nil {
+		args = append(args, c.TLS.EtcdFlags()...) // the replica takes etcd's TLS flags
 	}
 	r.Proc = Start(t, ProcConfig{Name: cfg.Name, Bin: c.Bins.Replica, Args: append(args, cfg.Extra...)})
 	if !cfg.NoWait {

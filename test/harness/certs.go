@@ -1,0 +1,103 @@
+package harness
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+)
+
+// Certs are PEM files of a test CA and of one certificate it signed for
+// 127.0.0.1, good for both server and client authentication: every member,
+// replica and client of a TLS test uses the same one, as etcd's own tests do.
+type Certs struct {
+	CA, Cert, Key string
+}
+
+// NewCerts writes a fresh CA and certificate into a temp dir.
+func NewCerts(t testing.TB) *Certs {
+	t.Helper()
+	dir := t.TempDir()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "understudy test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "root"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Certs{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "cert.pem"), Key: filepath.Join(dir, "key.pem")}
+	for path, block := range map[string]*pem.Block{
+		c.CA:   {Type: "CERTIFICATE", Bytes: caDER},
+		c.Cert: {Type: "CERTIFICATE", Bytes: der},
+		c.Key:  {Type: "EC PRIVATE KEY", Bytes: keyDER},
+	} {
+		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// ClientConfig is a TLS client configuration with the certificate.
+func (c *Certs) ClientConfig(t testing.TB) *tls.Config {
+	t.Helper()
+	cfg, err := transport.TLSInfo{CertFile: c.Cert, KeyFile: c.Key, TrustedCAFile: c.CA}.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// EtcdFlags are etcd's flags for client and peer TLS with client
+// certificates required on both.
+func (c *Certs) EtcdFlags() []string {
+	return []string{
+		"--cert-file", c.Cert, "--key-file", c.Key, "--trusted-ca-file", c.CA, "--client-cert-auth",
+		"--peer-cert-file", c.Cert, "--peer-key-file", c.Key, "--peer-trusted-ca-file", c.CA, "--peer-client-cert-auth",
+	}
+}
+
+// EtcdctlFlags are etcdctl's flags for the certificate.
+func (c *Certs) EtcdctlFlags() []string {
+	return []string{"--cacert", c.CA, "--cert", c.Cert, "--key", c.Key}
+}
+
+// httpsURL is URL with https.
+func httpsURL(port int) string { return "https" + URL(port)[len("http"):] }
