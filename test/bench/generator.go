@@ -125,20 +125,33 @@ func generatorScenario(p params) ([]Row, error) {
 			{"linearizable", "l", nil},
 		} {
 			pids := map[string]int{"leader": leader.Proc.PID()}
-			cpu := startCPU(pids)
-			own := load(context.Background(), p.workers, p.dur, func(ctx context.Context, w int) error {
-				_, err := cs[w%len(cs)].Get(ctx, key, mode.opts...)
-				return err
-			})
-			own.CPU = cpu.stop()
-			// The tool runs a number of requests, not a duration: as many as
-			// the generator did, so both run for about as long.
-			cpu = startCPU(pids)
-			tool, err := runBenchTool(bin, leader.ClientURL, key, mode.consistency, p.workers, p.conns, own.Ops)
-			if err != nil {
-				r.Fatalf("%v", err)
+			runOwn := func() Result {
+				cpu := startCPU(pids)
+				res := load(context.Background(), p.workers, p.dur, func(ctx context.Context, w int) error {
+					_, err := cs[w%len(cs)].Get(ctx, key, mode.opts...)
+					return err
+				})
+				res.CPU = cpu.stop()
+				return res
 			}
-			tool.CPU = cpu.stop()
+			// The tool runs a number of requests, not a duration: as many
+			// as the generator did, so both run for about as long.
+			runTool := func(total int) Result {
+				cpu := startCPU(pids)
+				res, err := runBenchTool(bin, leader.ClientURL, key, mode.consistency, p.workers, p.conns, total)
+				if err != nil {
+					r.Fatalf("%v", err)
+				}
+				res.CPU = cpu.stop()
+				return res
+			}
+			// In the order generator, tool, tool, generator, so that a
+			// drift in the cluster over the runs weighs on both alike.
+			own1 := runOwn()
+			tool1 := runTool(own1.Ops)
+			tool2 := runTool(own1.Ops)
+			own2 := runOwn()
+			own, tool := combine(own1, own2), combine(tool1, tool2)
 			r.Logf("%s range @ etcd leader: generator %.0f ops/s, benchmark tool %.0f ops/s", mode.name, own.Throughput, tool.Throughput)
 			rows = append(rows,
 				Row{Scenario: "generator", Name: "generator: " + mode.name + " range @ etcd leader", Result: own},
@@ -147,4 +160,18 @@ func generatorScenario(p params) ([]Row, error) {
 		}
 	})
 	return rows, err
+}
+
+// combine adds up two runs of the same thing.
+func combine(a, b Result) Result {
+	r := Result{Ops: a.Ops + b.Ops, Errors: a.Errors + b.Errors, Seconds: a.Seconds + b.Seconds,
+		P50: (a.P50 + b.P50) / 2, P99: (a.P99 + b.P99) / 2, CPU: map[string]float64{}}
+	r.Throughput = float64(r.Ops) / r.Seconds
+	for k, v := range a.CPU {
+		r.CPU[k] += v
+	}
+	for k, v := range b.CPU {
+		r.CPU[k] += v
+	}
+	return r
 }
