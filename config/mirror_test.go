@@ -46,3 +46,18 @@ func TestMirrorDestPrefixMapping(t *testing.T) {
 		}
 	}
 }
+
+func TestReplicaRoleFlags(t *testing.T) {
+	cfg := DefaultReplica()
+	err := LoadReplica(&cfg, NewReplicaFlags(&cfg), []string{"--role", "leader"})
+	if err == nil || !strings.Contains(err.Error(), `--role "leader": want one of reader, standby, voter`) {
+		t.Fatalf("--role leader: %v", err)
+	}
+	cfg = DefaultReplica()
+	if err := LoadReplica(&cfg, NewReplicaFlags(&cfg), []string{"--role", "standby", "--failover-after", "-1s"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--failover-after -1s") {
+		t.Fatalf("--failover-after -1s: %v", err)
+	}
+}

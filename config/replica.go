@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/understudy-kv/understudy/promotion"
 )
 
 // Replica configures a replica: an embedded etcd member that joins as a
@@ -65,6 +67,12 @@ type Replica struct {
 	// --peer-* flags; it must be what the voters' peers accept.
 	PeerTLS TLS
 
+	// Promotion is the replica's role and the rule it promotes by.
+	Promotion promotion.Config
+	// RemoveOnExit removes the replica's member entry (and data dir) when
+	// it stops cleanly.
+	RemoveOnExit bool
+
 	// Zone labels the replica for zone-affine balancers (free text, such as
 	// a cloud zone name); empty means none.
 	Zone string
@@ -104,6 +112,7 @@ func DefaultReplica() Replica {
 		ElectionMs:          1000,
 		AuthToken:           "simple",
 		LogLevel:            "info",
+		Promotion:           promotion.DefaultConfig(),
 	}
 }
 
@@ -135,6 +144,16 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.StringVar(&cfg.PeerTLS.KeyFile, "peer-key-file", "", "TLS key for --peer-cert-file.")
 	fs.StringVar(&cfg.PeerTLS.TrustedCAFile, "peer-trusted-ca-file", "", "CA bundle the voters' peer certificates are verified against, as etcd's --peer-trusted-ca-file.")
 	fs.BoolVar(&cfg.PeerTLS.ClientCertAuth, "peer-client-cert-auth", false, "Require peers to present a certificate signed by --peer-trusted-ca-file, as etcd's --peer-client-cert-auth.")
+	fs.Func("role", "reader (never promotes), voter (promotes itself once caught up) or standby (replaces a voter unreachable for --failover-after). Default reader.", func(s string) error {
+		r, err := promotion.ParseRole(s)
+		cfg.Promotion.Role = r
+		return err
+	})
+	fs.Uint64Var(&cfg.Promotion.MaxLag, "promote-max-lag", cfg.Promotion.MaxLag, "Promote only within this many entries of the leader's commit index (etcd's own check is 90% of the leader's log, which on a long log is far looser).")
+	fs.DurationVar(&cfg.Promotion.Hold, "promote-hold", cfg.Promotion.Hold, "Promote only after being caught up, without a break, for this long.")
+	fs.DurationVar(&cfg.Promotion.LeaderContact, "promote-leader-contact", cfg.Promotion.LeaderContact, "Count as caught up only if the leader was heard from within this long.")
+	fs.DurationVar(&cfg.Promotion.FailoverAfter, "failover-after", cfg.Promotion.FailoverAfter, "A standby replaces a voter that has been unreachable for longer than this.")
+	fs.BoolVar(&cfg.RemoveOnExit, "remove-on-exit", cfg.RemoveOnExit, "On a clean stop, remove this replica's member entry and its data dir (for replicas that come and go).")
 	fs.StringVar(&cfg.Zone, "zone", cfg.Zone, "Zone label told to balancers that probe this replica, for zone-affine reads (for example the cloud zone's name).")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "Log level: debug, info, warn or error.")
 	fs.StringVar(&cfg.ConfigFile, ConfigFileFlag, "", "Path to a YAML file of settings keyed by flag name. Precedence: flag > UNDERSTUDY_* environment > file > default.")
@@ -223,6 +242,9 @@ func (c Replica) Validate() error {
 	}
 	problems = append(problems, checkTLS("", "--listen-client-urls and --advertise-client-urls", c.ClientTLS, append(slices.Clone(c.ListenClientURLs), c.AdvertiseClientURLs...))...)
 	problems = append(problems, checkTLS("peer-", "--listen-peer-urls and --initial-advertise-peer-urls", c.PeerTLS, append(slices.Clone(c.ListenPeerURLs), c.AdvertisePeerURLs...))...)
+	if err := c.Promotion.Validate(); err != nil {
+		problems = append(problems, err)
+	}
 	if err := checkLogLevel(c.LogLevel); err != nil {
 		problems = append(problems, err)
 	}

@@ -3,6 +3,7 @@ package readpath
 import (
 	"context"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/server/v3/etcdserver"
@@ -18,11 +19,16 @@ const kvService = "etcdserverpb.KV"
 // unaryInterceptor counts requests and, like etcd's own, refuses a request
 // that requires a leader when the member knows none. It does not refuse
 // learners: serving them is this package's point.
-func unaryInterceptor(s *etcdserver.EtcdServer, m *Metrics, zone string) grpc.UnaryServerInterceptor {
+func unaryInterceptor(s *etcdserver.EtcdServer, m *Metrics, zone string, age func() time.Duration) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if zone != "" && isProbe(ctx) {
-			// Best effort: a probe without the zone only loses affinity.
-			_ = grpc.SetHeader(ctx, metadata.Pairs(wire.ZoneKey, zone))
+		if isProbe(ctx) {
+			// Best effort: a probe without these only loses affinity or
+			// freshness information.
+			md := metadata.Pairs(wire.FreshnessAgeKey, age().String())
+			if zone != "" {
+				md.Set(wire.ZoneKey, zone)
+			}
+			_ = grpc.SetHeader(ctx, md)
 		}
 		service, method := splitMethod(info.FullMethod)
 		if service != kvService {

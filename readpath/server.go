@@ -123,7 +123,7 @@ func New(cfg Config) (*Front, error) {
 	f.m = m
 
 	opts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(unaryInterceptor(s, m, cfg.Zone)),
+		grpc.ChainUnaryInterceptor(unaryInterceptor(s, m, cfg.Zone, func() time.Duration { return f.fresh.Age() })),
 		grpc.ChainStreamInterceptor(streamInterceptor(s, m)),
 		grpc.MaxRecvMsgSize(int(s.Cfg.MaxRequestBytesWithOverhead())),
 		grpc.MaxSendMsgSize(math.MaxInt32),

@@ -23,6 +23,7 @@ import (
 
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/learner"
+	"github.com/understudy-kv/understudy/promotion"
 	"github.com/understudy-kv/understudy/readpath"
 )
 
@@ -93,7 +94,12 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		closeAll(listeners)
 		return err
 	}
-	defer m.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			m.Close()
+		}
+	}()
 
 	front, err := readpath.New(readpath.Config{
 		TLS:               frontTLS,
@@ -129,7 +135,31 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 			return ErrStopped
 		}
 	})
-	return g.Wait()
+	if cfg.Promotion.Role != promotion.RoleReader {
+		r := &roles{lg: lg.Named("role"), cfg: cfg.Promotion, srv: m.Server, cli: cli, asOf: front.Freshness().AsOf,
+			m: newRoleMetrics(opts.Registerer), decider: promotion.NewDecider(cfg.Promotion), unreachableSince: map[uint64]time.Time{}}
+		lg.Info("promotion policy", zap.String("role", string(cfg.Promotion.Role)), zap.Uint64("promote-max-lag", cfg.Promotion.MaxLag),
+			zap.Duration("promote-hold", cfg.Promotion.Hold), zap.Duration("failover-after", cfg.Promotion.FailoverAfter))
+		g.Go(func() error { r.run(gctx); return nil })
+	}
+	err = g.Wait()
+	if err != nil || !cfg.RemoveOnExit || ctx.Err() == nil {
+		return err
+	}
+	// --remove-on-exit: a clean stop takes the member entry and data with it.
+	id := uint64(m.Server.MemberID())
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := learner.Remove(rctx, cli.Cluster, id); err != nil {
+		return fmt.Errorf("replica: --remove-on-exit: removing member %x: %w (remove it with `etcdctl member remove %x`)", id, err, id)
+	}
+	closed = true
+	m.Close()
+	if err := os.RemoveAll(cfg.DataDir); err != nil {
+		return fmt.Errorf("replica: --remove-on-exit: member %x removed, but its data dir stays: %w", id, err)
+	}
+	lg.Info("removed this replica's member entry and data dir", zap.String("member-id", fmt.Sprintf("%x", id)))
+	return nil
 }
 
 // start starts the embedded member: as the member its data dir holds, or,

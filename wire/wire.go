@@ -18,4 +18,11 @@ const (
 	// ZoneKey is the response header key under which a replica started
 	// with --zone names its zone, in answer to a request carrying ProbeKey.
 	ZoneKey = "understudy-zone"
+
+	// FreshnessAgeKey is the response header key under which a replica
+	// tells how stale its store may be (a Go duration: the time since the
+	// start of its last completed ReadIndex round), in answer to a request
+	// carrying ProbeKey. It also proves when the replica last heard from
+	// the leader.
+	FreshnessAgeKey = "understudy-freshness-age"
 )

@@ -33,6 +33,8 @@ Usage:
   replica --name r1 --join http://voter:2379 \
     --listen-peer-urls http://10.0.0.5:2480 --listen-client-urls http://10.0.0.5:2479
   replica mirror …          copy a prefix into another cluster (replica mirror --help)
+  replica status|promote|leave …
+                            members, lag, promotion (replica status --help)
 
 On first start the replica adds itself as a learner through --join, catches up
 and serves. If it is not caught up within --join-timeout it removes the learner
@@ -54,8 +56,13 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "mirror" {
-		return runMirror(ctx, args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "mirror":
+			return runMirror(ctx, args[1:], stdout, stderr)
+		case "status", "promote", "leave":
+			return runAdmin(ctx, args[0], args[1:], stdout, stderr)
+		}
 	}
 	cfg := config.DefaultReplica()
 	fs := config.NewReplicaFlags(&cfg)
