@@ -345,3 +345,36 @@ func contains(ss []string, s string) bool {
 	}
 	return false
 }
+
+func TestReplicaLeaveAndRemoveOnExit(t *testing.T) {
+	bins := harness.Binaries(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
+	cli := c.Client(t)
+	r1 := startReplica(t, bins, c, "r1", replicaOpts{Extra: []string{"--remove-on-exit"}})
+	r2 := startReplica(t, bins, c, "r2", replicaOpts{})
+	if _, ls := voters(t, cli); len(ls) != 2 {
+		t.Fatalf("learners %v, want r1 and r2", ls)
+	}
+	// A clean stop of a --remove-on-exit replica takes its entry and data.
+	r1.Stop()
+	if _, ls := voters(t, cli); contains(ls, "r1") {
+		t.Fatalf("learners %v: r1 stopped with --remove-on-exit and is still a member", ls)
+	}
+	if _, err := os.Stat(r1.DataDir); !os.IsNotExist(err) {
+		t.Fatalf("r1's data dir: %v, want it gone", err)
+	}
+	// replica leave removes a replica by name; it then stops.
+	out, err := exec.Command(bins.Replica, "leave", "r2", "--endpoints", strings.Join(c.Endpoints(), ",")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("replica leave r2: %v\n%s", err, out)
+	}
+	if vs, ls := voters(t, cli); len(ls) != 0 || len(vs) != 3 {
+		t.Fatalf("after leave: voters %v, learners %v", vs, ls)
+	}
+	harness.WaitFor(t, 30*time.Second, "r2 stopped after being removed", func() (bool, error) { return r2.Exited(), nil })
+	// Voters are not for leave.
+	out, err = exec.Command(bins.Replica, "leave", c.Members[0].Name, "--endpoints", strings.Join(c.Endpoints(), ",")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "is a voter") {
+		t.Fatalf("replica leave of a voter: %v\n%s", err, out)
+	}
+}
