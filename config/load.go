@@ -83,6 +83,19 @@ func Load(fs *flag.FlagSet, args []string, sections Sections) (Loaded, error) {
 	return got, errors.Join(problems...)
 }
 
+// loadFlagsOnly is Load for a command that takes flags and no arguments:
+// an argument is one more problem. ErrHelp comes back alone.
+func loadFlagsOnly(fs *flag.FlagSet, args []string, sections Sections) (Loaded, error) {
+	got, err := Load(fs, args, sections)
+	if errors.Is(err, ErrHelp) {
+		return got, err
+	}
+	if len(got.Args) > 0 {
+		err = errors.Join(err, fmt.Errorf("%q: unexpected argument (%s takes only flags)", got.Args[0], fs.Name()))
+	}
+	return got, err
+}
+
 type flagValue struct{ name, value string }
 
 func scanArgs(fs *flag.FlagSet, args []string) (kvs []flagValue, positional []string, problems []error) {

@@ -88,7 +88,7 @@ func sideFlags(fs *flag.FlagSet, s *MirrorSide, side, what string) {
 // NewMirrorFlags registers the mirror's flags, bound to cfg; etcdctl
 // make-mirror's names wherever it has the same setting.
 func NewMirrorFlags(cfg *Mirror) *flag.FlagSet {
-	fs := flag.NewFlagSet("mirror", flag.ContinueOnError)
+	fs := flag.NewFlagSet("replica mirror", flag.ContinueOnError)
 	sideFlags(fs, &cfg.Source, "source", "source")
 	sideFlags(fs, &cfg.Dest, "dest", "destination")
 	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "Source key prefix to mirror (default: every key).")
@@ -111,18 +111,8 @@ func NewMirrorFlags(cfg *Mirror) *flag.FlagSet {
 
 // LoadMirror parses args, the environment and any config file into cfg.
 func LoadMirror(cfg *Mirror, fs *flag.FlagSet, args []string) error {
-	got, err := Load(fs, args, nil)
-	if errors.Is(err, ErrHelp) {
-		return err
-	}
-	var problems []error
-	if err != nil {
-		problems = append(problems, err)
-	}
-	if len(got.Args) > 0 {
-		problems = append(problems, fmt.Errorf("%q: unexpected argument", got.Args[0]))
-	}
-	return errors.Join(problems...)
+	_, err := loadFlagsOnly(fs, args, nil)
+	return err
 }
 
 // Validate reports every problem at once, each naming its flag.

@@ -86,19 +86,12 @@ func NewPrimaryFlags(cfg *Primary) *PrimaryFlags {
 // LoadPrimary parses args (and the file and environment they point at) into
 // the config NewPrimaryFlags was given. It returns every problem at once.
 func (pf *PrimaryFlags) Load(args []string) error {
-	got, err := Load(pf.FS, args, EtcdSections)
+	got, err := loadFlagsOnly(pf.FS, args, EtcdSections)
 	if errors.Is(err, ErrHelp) {
 		return err
 	}
-	var problems []error
-	if err != nil {
-		problems = append(problems, err)
-	}
-	if len(got.Args) > 0 {
-		problems = append(problems, fmt.Errorf("%q: unexpected argument (primary takes only flags)", got.Args[0]))
-	}
 	pf.finish(got.Set)
-	return errors.Join(problems...)
+	return err
 }
 
 // finish copies the values etcd keeps inside flag values into the config, as

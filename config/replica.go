@@ -162,16 +162,9 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 
 // LoadReplica parses args, the environment and any config file into cfg.
 func LoadReplica(cfg *Replica, fs *flag.FlagSet, args []string) error {
-	got, err := Load(fs, args, nil)
+	got, err := loadFlagsOnly(fs, args, nil)
 	if errors.Is(err, ErrHelp) {
 		return err
-	}
-	var problems []error
-	if err != nil {
-		problems = append(problems, err)
-	}
-	if len(got.Args) > 0 {
-		problems = append(problems, fmt.Errorf("%q: unexpected argument", got.Args[0]))
 	}
 	if !got.Set["data-dir"] {
 		cfg.DataDir = cfg.Name + ".replica"
@@ -182,7 +175,7 @@ func LoadReplica(cfg *Replica, fs *flag.FlagSet, args []string) error {
 	if got.Set["listen-peer-urls"] && !got.Set["initial-advertise-peer-urls"] {
 		cfg.AdvertisePeerURLs = cfg.ListenPeerURLs
 	}
-	return errors.Join(problems...)
+	return err
 }
 
 // Validate reports every problem at once, each naming its flag.

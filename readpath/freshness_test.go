@@ -68,10 +68,7 @@ func TestWaitFreshAsksForARoundAndWaitsForIt(t *testing.T) {
 	// The periodic tick never fires on its own here: only a waiter's ask
 	// can start a round.
 	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, fr.round, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	loopDone := make(chan struct{})
-	go func() { f.Run(ctx); close(loopDone) }()
-	defer func() { cancel(); <-loopDone }()
+	runLoop(t, f)
 
 	need := clock.Now()
 	waited := make(chan error, 1)
@@ -92,10 +89,7 @@ func TestWaitFreshFailsAtTheDeadlineWhileRoundsFail(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	fr := newFakeRounds()
 	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, fr.round, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	loopDone := make(chan struct{})
-	go func() { f.Run(ctx); close(loopDone) }()
-	defer func() { cancel(); <-loopDone }()
+	runLoop(t, f)
 
 	wctx, wcancel := context.WithCancel(context.Background())
 	waited := make(chan error, 1)
@@ -115,10 +109,7 @@ func TestWaitRoundNeedsARoundThatStartedAfterTheCall(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	fr := newFakeRounds()
 	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, fr.round, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	loopDone := make(chan struct{})
-	go func() { f.Run(ctx); close(loopDone) }()
-	defer func() { cancel(); <-loopDone }()
+	runLoop(t, f)
 
 	first := make(chan error, 1)
 	go func() { first <- f.WaitRound(context.Background()) }()
@@ -149,10 +140,7 @@ func TestRoundsAreSpacedByTheBatchInterval(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	fr := newFakeRounds()
 	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 5*time.Millisecond, time.Minute, fr.round, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	loopDone := make(chan struct{})
-	go func() { f.Run(ctx); close(loopDone) }()
-	defer func() { cancel(); <-loopDone }()
+	ctx := runLoop(t, f)
 
 	first := make(chan error, 1)
 	go func() { first <- f.WaitRound(context.Background()) }()
@@ -193,6 +181,15 @@ func TestRoundsAreSpacedByTheBatchInterval(t *testing.T) {
 		t.Fatal("the three reads took more than one round")
 	default:
 	}
+}
+
+// runLoop runs f's loop until the test ends, and returns its context.
+func runLoop(t *testing.T, f *Freshness) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return ctx
 }
 
 // recv receives from ch, failing the test if nothing comes within 10s.

@@ -37,7 +37,7 @@ func mirrorScenario(p params) ([]Row, error) {
 	err := scenario("mirror", func(r *runner) {
 		src := harness.StartCluster(r, harness.ClusterConfig{N: 1, Token: "bench-source"})
 		sc := src.Client(r)
-		populateTxn(r, sc, "mirror/k/", p.mirrorKeys)
+		harness.Fill(r, sc, p.mirrorKeys, func(i int) (string, string) { return fmt.Sprintf("mirror/k/%07d", i), value256 })
 		for _, tool := range mirrorTools {
 			dst := harness.StartCluster(r, harness.ClusterConfig{N: 1, Token: "bench-dest"})
 			dc := dst.Client(r)
@@ -137,31 +137,4 @@ func mirrorLag(r *runner, src, dst *clientv3.Client, p params) Result {
 	res.Throughput = float64(len(lats)) / p.dur.Seconds()
 	res.P50, res.P99 = percentile(lats, 0.5), percentile(lats, 0.99)
 	return res
-}
-
-// populateTxn puts n keys of 256 B under prefix, 100 per transaction.
-func populateTxn(r *runner, cli *clientv3.Client, prefix string, n int) {
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for start := w * 100; start < n; start += 800 {
-				var ops []clientv3.Op
-				for i := start; i < min(start+100, n); i++ {
-					ops = append(ops, clientv3.OpPut(fmt.Sprintf("%s%07d", prefix, i), value256))
-				}
-				if _, err := cli.Txn(context.Background()).Then(ops...).Commit(); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		r.Fatalf("populate: %v", err)
-	}
 }

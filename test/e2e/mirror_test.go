@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -92,32 +91,10 @@ func (p *mirrorPair) waitCaughtUp(t *testing.T, name string) {
 	})
 }
 
-// fill puts n keys under prefix, 100 to a transaction, from 8 writers.
+// fill puts n keys prefix000000… with values v0…
 func fill(t *testing.T, cli *clientv3.Client, prefix string, n int) {
 	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for start := w * 100; start < n; start += 800 {
-				var ops []clientv3.Op
-				for i := start; i < min(start+100, n); i++ {
-					ops = append(ops, clientv3.OpPut(fmt.Sprintf("%s%06d", prefix, i), "v"+strconv.Itoa(i)))
-				}
-				if _, err := cli.Txn(context.Background()).Then(ops...).Commit(); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		t.Fatalf("fill: %v", err)
-	}
+	harness.Fill(t, cli, n, func(i int) (string, string) { return fmt.Sprintf("%s%06d", prefix, i), "v" + strconv.Itoa(i) })
 }
 
 // churn makes n random puts and deletes among keys prefix000000…(space).

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -300,4 +301,35 @@ func (c *Cluster) Status(m *Member) (*clientv3.StatusResponse, error) {
 		return nil, fmt.Errorf("member %s (%s) does not answer Status: %w", m.Name, m.ClientURL, err)
 	}
 	return st, nil
+}
+
+// Fill puts n keys through cli, 100 to a transaction from 8 writers; kv(i)
+// names the i-th key and its value.
+func Fill(t testing.TB, cli *clientv3.Client, n int, kv func(i int) (key, value string)) {
+	t.Helper()
+	const perTxn, writers = 100, 8
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for start := w * perTxn; start < n; start += writers * perTxn {
+				var ops []clientv3.Op
+				for i := start; i < min(start+perTxn, n); i++ {
+					k, v := kv(i)
+					ops = append(ops, clientv3.OpPut(k, v))
+				}
+				if _, err := cli.Txn(context.Background()).Then(ops...).Commit(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatalf("harness: fill: %v", err)
+	}
 }
