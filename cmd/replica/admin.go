@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -99,7 +101,13 @@ func runAdmin(ctx context.Context, cmd string, args []string, stdout, stderr io.
 	case cmd != "status":
 		target = fs.Arg(0)
 	}
-	cli, err := sideClient(config.MirrorSide{Endpoints: a.endpoints, CACert: a.cacert, Cert: a.cert, Key: a.key, User: a.user}, "endpoints", zap.NewNop())
+	side := config.MirrorSide{Endpoints: a.endpoints, CACert: a.cacert, Cert: a.cert, Key: a.key, User: a.user}
+	tlsCfg, err := sideTLS(side, "endpoints")
+	if err != nil {
+		fmt.Fprintf(stderr, "replica %s: %v\n", cmd, err)
+		return 2
+	}
+	cli, err := sideClient(side, "endpoints", zap.NewNop())
 	if err != nil {
 		fmt.Fprintf(stderr, "replica %s: %v\n", cmd, err)
 		return 2
@@ -122,7 +130,7 @@ func runAdmin(ctx context.Context, cmd string, args []string, stdout, stderr io.
 		}
 		return 0
 	case "promote":
-		return promote(ctx, cli, sts, target, a.force, stdout, stderr)
+		return promote(ctx, cli, sts, target, a.force, tlsCfg, stdout, stderr)
 	default:
 		return leave(ctx, cli, sts, target, stdout, stderr)
 	}
@@ -277,7 +285,7 @@ func find(sts []*memberStatus, target string) (*memberStatus, error) {
 	return nil, fmt.Errorf("no member named or with ID %q", target)
 }
 
-func promote(ctx context.Context, cli *clientv3.Client, sts []*memberStatus, target string, force bool, stdout, stderr io.Writer) int {
+func promote(ctx context.Context, cli *clientv3.Client, sts []*memberStatus, target string, force bool, tlsCfg *tls.Config, stdout, stderr io.Writer) int {
 	s, err := find(sts, target)
 	if err != nil {
 		fmt.Fprintf(stderr, "replica promote: %v\n", err)
@@ -290,8 +298,16 @@ func promote(ctx context.Context, cli *clientv3.Client, sts []*memberStatus, tar
 	if !force {
 		switch {
 		case !s.Reachable:
-			fmt.Fprintf(stderr, "replica promote: refusing %s (%s): it does not answer on %s (%s), so how far behind it is cannot be known; understudy promotes only a live learner within --promote-max-lag entries of the leader's commit (--force leaves it to etcd's 90%% rule)\n",
-				s.Name, s.ID, s.ClientURL, s.Error)
+			behind := "how far behind it is, the leader does not say"
+			if match, commit, err := leaderProgress(ctx, sts, s.ID, tlsCfg); err == nil {
+				pct := 100 * float64(match) / float64(max(commit, 1))
+				behind = fmt.Sprintf("the leader has it at index %d of its commit %d: %d entries behind, %.1f%% of the log", match, commit, commit-min(match, commit), pct)
+				if pct >= 90 {
+					behind += ", enough for etcd's own check (90%)"
+				}
+			}
+			fmt.Fprintf(stderr, "replica promote: refusing %s (%s): it does not answer on %s (%s); %s. understudy promotes only a live learner within --promote-max-lag entries of the leader's commit (--force leaves it to etcd's check)\n",
+				s.Name, s.ID, s.ClientURL, s.Error, behind)
 			return 1
 		case s.Promotable == nil || !*s.Promotable:
 			fmt.Fprintf(stderr, "replica promote: refusing %s (%s): %s (--force leaves it to etcd's 90%% rule)\n", s.Name, s.ID, s.Why)
@@ -322,4 +338,46 @@ func leave(ctx context.Context, cli *clientv3.Client, sts []*memberStatus, targe
 	}
 	fmt.Fprintf(stdout, "Member %s removed from cluster\n", s.ID)
 	return 0
+}
+
+// leaderProgress reads, from the leader's /debug/vars (etcd's raft.status
+// expvar, served on its client URL), the index up to which the leader knows
+// a member's log matches its own: the only view of a learner that is not
+// answering.
+func leaderProgress(ctx context.Context, sts []*memberStatus, id string, tlsCfg *tls.Config) (match, commit uint64, err error) {
+	var leader *memberStatus
+	for _, s := range sts {
+		if s.IsLeader {
+			leader = s
+		}
+	}
+	if leader == nil {
+		return 0, 0, errors.New("no leader")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, leader.ClientURL+"/debug/vars", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	hc := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	var vars struct {
+		Raft struct {
+			Commit   uint64 `json:"commit"`
+			Progress map[string]struct {
+				Match uint64 `json:"match"`
+			} `json:"progress"`
+		} `json:"raft.status"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&vars); err != nil {
+		return 0, 0, fmt.Errorf("leader's /debug/vars: %w", err)
+	}
+	p, ok := vars.Raft.Progress[id]
+	if !ok {
+		return 0, 0, fmt.Errorf("the leader's raft status has no progress for %s", id)
+	}
+	return p.Match, vars.Raft.Commit, nil
 }

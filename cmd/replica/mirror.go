@@ -127,14 +127,9 @@ func runMirror(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // sideClient connects to one side with its own TLS and credentials.
 func sideClient(s config.MirrorSide, side string, lg *zap.Logger) (*clientv3.Client, error) {
 	cfg := clientv3.Config{Endpoints: s.Endpoints, DialTimeout: 5 * time.Second, Logger: lg.Named(side + "-client").WithOptions(zap.IncreaseLevel(zap.WarnLevel))}
-	if s.CACert != "" || s.Cert != "" || s.InsecureSkipVerify {
-		info := transport.TLSInfo{TrustedCAFile: s.CACert, CertFile: s.Cert, KeyFile: s.Key, InsecureSkipVerify: s.InsecureSkipVerify}
-		var tc *tls.Config
-		var err error
-		if tc, err = info.ClientConfig(); err != nil {
-			return nil, fmt.Errorf("--%s-cacert/--%s-cert/--%s-key: %w", side, side, side, err)
-		}
-		cfg.TLS = tc
+	var err error
+	if cfg.TLS, err = sideTLS(s, side); err != nil {
+		return nil, err
 	}
 	if s.User != "" {
 		cfg.Username, cfg.Password, _ = strings.Cut(s.User, ":")
@@ -147,6 +142,19 @@ func sideClient(s config.MirrorSide, side string, lg *zap.Logger) (*clientv3.Cli
 		return nil, fmt.Errorf("--%s-endpoints: %w", side, err)
 	}
 	return cli, nil
+}
+
+// sideTLS is one side's TLS client configuration; nil without TLS flags.
+func sideTLS(s config.MirrorSide, side string) (*tls.Config, error) {
+	if s.CACert == "" && s.Cert == "" && !s.InsecureSkipVerify {
+		return nil, nil
+	}
+	info := transport.TLSInfo{TrustedCAFile: s.CACert, CertFile: s.Cert, KeyFile: s.Key, InsecureSkipVerify: s.InsecureSkipVerify}
+	tc, err := info.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("--%s-cacert/--%s-cert/--%s-key: %w", side, side, side, err)
+	}
+	return tc, nil
 }
 
 // syncProgress shows a full sync as a bar on a terminal, log lines else.

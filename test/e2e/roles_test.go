@@ -140,7 +140,21 @@ func TestStoppedLearnerIsNotPromoted(t *testing.T) {
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	cli := c.Client(t)
-	fill(t, cli, "data/", 3000)
+	// A log of a few thousand entries, one put each.
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < 3000; i += 8 {
+				if _, err := cli.Put(context.Background(), "data/"+strconv.Itoa(i), "v"); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 	r := startReplica(t, bins, c, "r1", replicaOpts{})
 	if err := syscall.Kill(r.PID(), syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -161,7 +175,7 @@ func TestStoppedLearnerIsNotPromoted(t *testing.T) {
 	eps := strings.Join(c.Endpoints(), ",")
 	out, err := exec.Command(bins.Replica, "promote", "r1", "--endpoints", eps).CombinedOutput()
 	var ee *exec.ExitError
-	if !asExitError(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "refusing r1") {
+	if !asExitError(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "refusing r1") || !strings.Contains(string(out), "entries behind") || !strings.Contains(string(out), "enough for etcd's own check") {
 		t.Fatalf("replica promote on a stopped learner: %v\n%s\nwant a refusal", err, out)
 	}
 	if vs, _ := voters(t, cli); len(vs) != 3 {
