@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"go.etcd.io/etcd/server/v3/etcdserver"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
@@ -19,7 +18,7 @@ const kvService = "etcdserverpb.KV"
 // unaryInterceptor counts requests and, like etcd's own, refuses a request
 // that requires a leader when the member knows none. It does not refuse
 // learners: serving them is this package's point.
-func unaryInterceptor(s *etcdserver.EtcdServer, m *Metrics, zone string, age func() time.Duration) grpc.UnaryServerInterceptor {
+func unaryInterceptor(lw *leaderWatch, m *Metrics, zone string, age func() time.Duration) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if isProbe(ctx) {
 			// Best effort: a probe without these only loses affinity or
@@ -34,21 +33,29 @@ func unaryInterceptor(s *etcdserver.EtcdServer, m *Metrics, zone string, age fun
 		if service != kvService {
 			m.requests.WithLabelValues(shortService(service), method, modeNone).Inc()
 		}
-		if requiresLeader(ctx) && s.Leader() == 0 {
+		if requiresLeader(ctx) && !lw.hasLeader() {
 			return nil, rpctypes.ErrGRPCNoLeader
 		}
 		return handler(ctx, req)
 	}
 }
 
-func streamInterceptor(s *etcdserver.EtcdServer, m *Metrics) grpc.StreamServerInterceptor {
+// streamInterceptor refuses a require-leader stream with no leader, and
+// hands the ones it lets through to lw, which ends them if the leader is
+// lost for long (etcd's monitorLeader).
+func streamInterceptor(lw *leaderWatch, m *Metrics) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		service, method := splitMethod(info.FullMethod)
 		m.requests.WithLabelValues(shortService(service), method, modeNone).Inc()
-		if requiresLeader(ss.Context()) && s.Leader() == 0 {
+		if !requiresLeader(ss.Context()) {
+			return handler(srv, ss)
+		}
+		if !lw.hasLeader() {
 			return rpctypes.ErrGRPCNoLeader
 		}
-		return handler(srv, ss)
+		guarded, release := lw.guard(ss)
+		defer release()
+		return handler(srv, guarded)
 	}
 }
 

@@ -122,9 +122,10 @@ func New(cfg Config) (*Front, error) {
 	m = NewMetrics(cfg.Registerer, func() float64 { return min(f.fresh.Age().Seconds(), math.MaxInt32) })
 	f.m = m
 
+	lw := newLeaderWatch(s, f.fresh)
 	opts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(unaryInterceptor(s, m, cfg.Zone, func() time.Duration { return f.fresh.Age() })),
-		grpc.ChainStreamInterceptor(streamInterceptor(s, m)),
+		grpc.ChainUnaryInterceptor(unaryInterceptor(lw, m, cfg.Zone, func() time.Duration { return f.fresh.Age() })),
+		grpc.ChainStreamInterceptor(streamInterceptor(lw, m)),
 		grpc.MaxRecvMsgSize(int(s.Cfg.MaxRequestBytesWithOverhead())),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(s.Cfg.MaxConcurrentStreams),
@@ -145,10 +146,14 @@ func New(cfg Config) (*Front, error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
-	f.wg.Add(1)
+	f.wg.Add(2)
 	go func() {
 		defer f.wg.Done()
 		f.fresh.Run(ctx)
+	}()
+	go func() {
+		defer f.wg.Done()
+		lw.run(ctx)
 	}()
 	return f, nil
 }

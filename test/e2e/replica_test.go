@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -354,6 +355,51 @@ func TestReplicaBoundedReadWhenCutOff(t *testing.T) {
 		err := bounded()
 		return err == nil, err
 	})
+}
+
+// TestReplicaEndsRequireLeaderWatchesWhenCutOff: a client that asks for a
+// leader (clientv3.WithRequireLeader, as Kubernetes' watches do) learns
+// that the replica has lost it, and can go elsewhere, as on an etcd member.
+// A learner's raft never forgets its last leader; the replica goes by when
+// it last heard from it.
+func TestReplicaEndsRequireLeaderWatchesWhenCutOff(t *testing.T) {
+	bins := harness.Binaries(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
+	r := startReplica(t, bins, c, "r1", replicaOpts{})
+	rep := client(t, r.ClientURL)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	guarded := rep.Watch(clientv3.WithRequireLeader(ctx), "w", clientv3.WithCreatedNotify())
+	select {
+	case resp := <-guarded:
+		if !resp.Created {
+			t.Fatalf("first watch response %+v (err %v), want created", resp, resp.Err())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("watch not created within 30s")
+	}
+
+	freeze(t, c, syscall.SIGSTOP)
+	defer freeze(t, c, syscall.SIGCONT)
+	select {
+	case resp, ok := <-guarded:
+		if ok && !errors.Is(resp.Err(), rpctypes.ErrNoLeader) {
+			t.Fatalf("require-leader watch while cut off: %+v (err %v), want it ended with %v", resp, resp.Err(), rpctypes.ErrNoLeader)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a require-leader watch stayed open 30s with the replica cut off from every voter")
+	}
+	rctx, rcancel := context.WithTimeout(clientv3.WithRequireLeader(context.Background()), 5*time.Second)
+	defer rcancel()
+	if _, err := rep.Get(rctx, "w", clientv3.WithSerializable()); !errors.Is(err, rpctypes.ErrNoLeader) {
+		t.Fatalf("require-leader read while cut off: %v, want %v", err, rpctypes.ErrNoLeader)
+	}
+	// Without WithRequireLeader, a weak read is still served.
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer wcancel()
+	if _, err := rep.Get(wctx, "w", clientv3.WithSerializable()); err != nil {
+		t.Fatalf("weak read while cut off: %v", err)
+	}
 }
 
 // freeze sends sig (SIGSTOP or SIGCONT) to every voter, by PID.
