@@ -4,9 +4,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/understudy-kv/understudy/promotion"
 )
@@ -67,6 +71,38 @@ type Replica struct {
 	// --peer-* flags; it must be what the voters' peers accept.
 	PeerTLS TLS
 
+	// User and Password log the replica's own client (joining, status,
+	// membership changes) in to an auth-enabled cluster, as etcdctl's
+	// --user ("name" or "name:password") and --password. Keep the
+	// password out of `ps` with UNDERSTUDY_PASSWORD or the config file.
+	User, Password string
+
+	// QuotaBackendBytes is the embedded member's backend quota (etcd's
+	// --quota-backend-bytes). Any member over its own quota raises a
+	// NOSPACE alarm that stops writes cluster-wide, so a replica's quota
+	// must never be below a voter's: 0 takes the largest quota any voter
+	// reports, and a value below that is refused at start.
+	QuotaBackendBytes int64
+	// MaxRequestBytes, MaxTxnOps and MaxConcurrentStreams limit the front's
+	// clients, as etcd's flags of the same names limit a voter's.
+	MaxRequestBytes      uint
+	MaxTxnOps            uint
+	MaxConcurrentStreams uint32
+	// GRPCKeepAlive* are etcd's gRPC server keepalive settings.
+	GRPCKeepAliveMinTime  time.Duration
+	GRPCKeepAliveInterval time.Duration
+	GRPCKeepAliveTimeout  time.Duration
+	// WatchProgressNotifyInterval is the period of progress notifications
+	// on watches that ask for them (etcd's --watch-progress-notify-interval).
+	WatchProgressNotifyInterval time.Duration
+
+	// ReadyMaxLag and ReadyMaxStaleness say when /readyz admits the
+	// replica: applied within ReadyMaxLag entries of the commit index it
+	// knows, and fresh (see --freshness-interval) within ReadyMaxStaleness;
+	// 0 means the larger of 5s and 3 × FreshnessInterval.
+	ReadyMaxLag       uint64
+	ReadyMaxStaleness time.Duration
+
 	// Promotion is the replica's role and the rule it promotes by.
 	Promotion promotion.Config
 	// RemoveOnExit removes the replica's member entry (and data dir) when
@@ -81,6 +117,23 @@ type Replica struct {
 
 	// ConfigFile is the YAML file values were read from, if any.
 	ConfigFile string
+}
+
+// ReadyStaleness is the effective --ready-max-staleness.
+func (c Replica) ReadyStaleness() time.Duration {
+	if c.ReadyMaxStaleness > 0 {
+		return c.ReadyMaxStaleness
+	}
+	return max(5*time.Second, 3*c.FreshnessInterval)
+}
+
+// Credentials splits --user and --password as etcdctl does: "name:password"
+// in --user, or the password in --password.
+func (c Replica) Credentials() (user, password string) {
+	if name, pw, ok := strings.Cut(c.User, ":"); ok && c.Password == "" {
+		return name, pw
+	}
+	return c.User, c.Password
 }
 
 // TLS is one side's certificates, as etcd names them.
@@ -113,6 +166,15 @@ func DefaultReplica() Replica {
 		AuthToken:           "simple",
 		LogLevel:            "info",
 		Promotion:           promotion.DefaultConfig(),
+
+		MaxRequestBytes:             embed.DefaultMaxRequestBytes,
+		MaxTxnOps:                   embed.DefaultMaxTxnOps,
+		MaxConcurrentStreams:        embed.DefaultMaxConcurrentStreams,
+		GRPCKeepAliveMinTime:        embed.DefaultGRPCKeepAliveMinTime,
+		GRPCKeepAliveInterval:       embed.DefaultGRPCKeepAliveInterval,
+		GRPCKeepAliveTimeout:        embed.DefaultGRPCKeepAliveTimeout,
+		WatchProgressNotifyInterval: 10 * time.Minute, // etcd's
+		ReadyMaxLag:                 1000,
 	}
 }
 
@@ -144,6 +206,25 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.StringVar(&cfg.PeerTLS.KeyFile, "peer-key-file", "", "TLS key for --peer-cert-file.")
 	fs.StringVar(&cfg.PeerTLS.TrustedCAFile, "peer-trusted-ca-file", "", "CA bundle the voters' peer certificates are verified against, as etcd's --peer-trusted-ca-file.")
 	fs.BoolVar(&cfg.PeerTLS.ClientCertAuth, "peer-client-cert-auth", false, "Require peers to present a certificate signed by --peer-trusted-ca-file, as etcd's --peer-client-cert-auth.")
+	fs.StringVar(&cfg.User, "user", cfg.User, "User name[:password] the replica's own client logs in with, on an auth-enabled cluster (as etcdctl's --user).")
+	fs.StringVar(&cfg.Password, "password", cfg.Password, "Password for --user; prefer UNDERSTUDY_PASSWORD or the config file, which keep it out of `ps`.")
+	fs.Int64Var(&cfg.QuotaBackendBytes, "quota-backend-bytes", cfg.QuotaBackendBytes, "Backend quota in bytes, as etcd's. A member over its quota stops writes cluster-wide (NOSPACE), so 0 takes the largest quota any voter reports and a smaller value is refused.")
+	fs.UintVar(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "Maximum client request size in bytes the replica accepts, as etcd's.")
+	fs.UintVar(&cfg.MaxTxnOps, "max-txn-ops", cfg.MaxTxnOps, "Maximum number of operations in a transaction, as etcd's.")
+	fs.Func("max-concurrent-streams", fmt.Sprintf("Maximum concurrent streams each client can open at a time, as etcd's (default %d).", cfg.MaxConcurrentStreams), func(v string) error {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return fmt.Errorf("want a whole number from 0 to %d", uint32(math.MaxUint32))
+		}
+		cfg.MaxConcurrentStreams = uint32(n)
+		return nil
+	})
+	fs.DurationVar(&cfg.GRPCKeepAliveMinTime, "grpc-keepalive-min-time", cfg.GRPCKeepAliveMinTime, "Minimum interval a client should wait before pinging the replica, as etcd's.")
+	fs.DurationVar(&cfg.GRPCKeepAliveInterval, "grpc-keepalive-interval", cfg.GRPCKeepAliveInterval, "Frequency of server-to-client pings to check a connection is alive, as etcd's.")
+	fs.DurationVar(&cfg.GRPCKeepAliveTimeout, "grpc-keepalive-timeout", cfg.GRPCKeepAliveTimeout, "Wait for a ping's answer before closing a non-responsive connection, as etcd's.")
+	fs.DurationVar(&cfg.WatchProgressNotifyInterval, "watch-progress-notify-interval", cfg.WatchProgressNotifyInterval, "Period of progress notifications on watches that ask for them, as etcd's.")
+	fs.Uint64Var(&cfg.ReadyMaxLag, "ready-max-lag", cfg.ReadyMaxLag, "/readyz fails while the replica's applied index is more than this many entries behind the commit index it knows.")
+	fs.DurationVar(&cfg.ReadyMaxStaleness, "ready-max-staleness", cfg.ReadyMaxStaleness, "/readyz fails while the replica's freshness age is above this (0: the larger of 5s and 3 × --freshness-interval).")
 	fs.Func("role", "reader (never promotes), voter (promotes itself once caught up) or standby (replaces a voter unreachable for --failover-after). Default reader.", func(s string) error {
 		r, err := promotion.ParseRole(s)
 		cfg.Promotion.Role = r
@@ -227,6 +308,36 @@ func (c Replica) Validate() error {
 	}
 	if c.ReadBatchInterval < 0 || c.ReadBatchInterval > c.FreshnessInterval {
 		add("--read-batch-interval %v: must be between 0 and --freshness-interval (%v)", c.ReadBatchInterval, c.FreshnessInterval)
+	}
+	if c.QuotaBackendBytes < 0 {
+		add("--quota-backend-bytes %d: must be 0 (the voters' largest) or more", c.QuotaBackendBytes)
+	}
+	if c.MaxRequestBytes == 0 {
+		add("--max-request-bytes 0: must be more than 0")
+	}
+	if c.MaxTxnOps == 0 {
+		add("--max-txn-ops 0: must be more than 0")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"grpc-keepalive-min-time", c.GRPCKeepAliveMinTime},
+		{"grpc-keepalive-interval", c.GRPCKeepAliveInterval},
+		{"grpc-keepalive-timeout", c.GRPCKeepAliveTimeout},
+		{"watch-progress-notify-interval", c.WatchProgressNotifyInterval},
+	} {
+		if d.v <= 0 {
+			add("--%s %v: must be more than 0", d.name, d.v)
+		}
+	}
+	if c.ReadyMaxStaleness < 0 {
+		add("--ready-max-staleness %v: must be 0 (derived from --freshness-interval) or more", c.ReadyMaxStaleness)
+	} else if c.ReadyMaxStaleness > 0 && c.ReadyMaxStaleness <= c.FreshnessInterval {
+		add("--ready-max-staleness %v: must be more than --freshness-interval (%v), or the replica would flap between ready and not", c.ReadyMaxStaleness, c.FreshnessInterval)
+	}
+	if c.Password != "" && c.User == "" {
+		add("--password: needs --user")
 	}
 	if c.HeartbeatMs == 0 {
 		add("--heartbeat-interval 0: must be more than 0 ms")

@@ -21,10 +21,11 @@ type kvServer struct {
 	etcd         pb.KVServer
 	fresh        *Freshness
 	maxStaleness time.Duration
-	// strongTimeout bounds a strong read's wait for a round, as etcd's
-	// request timeout bounds its own ReadIndex wait.
-	strongTimeout time.Duration
-	m             *Metrics
+	// reqTimeout bounds a strong or bounded read's wait for a round, as
+	// etcd's request timeout bounds its own ReadIndex wait, whether or not
+	// the client set a deadline.
+	reqTimeout time.Duration
+	m          *Metrics
 }
 
 func (s *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
@@ -37,6 +38,17 @@ func (s *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 	// read itself is local.
 	r.Serializable = true
 	return s.etcd.Range(ctx, r)
+}
+
+// RangeStream (etcd v3.7) is Range in chunks, in the same read modes.
+func (s *kvServer) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) error {
+	mode, err := s.readMode(rs.Context(), r.Serializable)
+	if err != nil {
+		return err
+	}
+	s.m.requests.WithLabelValues(shortService(kvService), "RangeStream", mode).Inc()
+	r.Serializable = true
+	return s.etcd.RangeStream(r, rs)
 }
 
 func (s *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
@@ -95,9 +107,9 @@ func (s *kvServer) forwarded(method string, err error) {
 // the read arrived has been applied here (shared with every read waiting for
 // one); for a bounded read, until the store is known fresh within the bound.
 func (s *kvServer) readMode(ctx context.Context, serializable bool) (string, error) {
+	wctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+	defer cancel()
 	if !serializable {
-		wctx, cancel := context.WithTimeout(ctx, s.strongTimeout)
-		defer cancel()
 		if err := s.fresh.WaitRound(wctx); err != nil {
 			if ctx.Err() != nil {
 				return "", ctx.Err()
@@ -116,7 +128,7 @@ func (s *kvServer) readMode(ctx context.Context, serializable bool) (string, err
 	need := s.fresh.clock.Now().Add(-bound)
 	if s.fresh.AsOf().Before(need) {
 		s.m.boundedWaits.Inc()
-		if err := s.fresh.WaitFresh(ctx, need); err != nil {
+		if err := s.fresh.WaitFresh(wctx, need); err != nil {
 			return "", grpcError(fmt.Errorf("%w (bound %v, fresh as of %v ago): %v", ErrTooStale, bound, s.fresh.Age().Round(time.Millisecond), err))
 		}
 	}

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"go.etcd.io/etcd/server/v3/etcdserver"
 	"google.golang.org/grpc"
 )
 
@@ -15,52 +15,38 @@ import (
 // than refusing a new request, so streams get longer.
 const maxNoLeaderCnt = 3
 
-// leaderWatch knows whether the replica has a leader. A learner never
-// campaigns, so its raft keeps naming the last leader it heard from
-// however long ago that was; the replica's freshness says when that
-// really was. No leader means none known, or none heard from for
+// leaderWatch knows whether the replica has a leader, as etcd's
+// require-leader check asks: a known leader heard from within
 // noLeaderAfter (two election timeouts: a partitioned etcd follower loses
-// its leader after one, and a replica's rounds may queue behind others').
+// its leader after one, randomised), by raft's own traffic (LeaderContact),
+// whatever --freshness-interval is.
 type leaderWatch struct {
-	s             *etcdserver.EtcdServer
-	fresh         *Freshness
+	contact       *LeaderContact
+	clock         clockwork.Clock
 	election      time.Duration
 	noLeaderAfter time.Duration
-	started       time.Time
 
 	mu      sync.Mutex
 	streams map[*leaderStream]struct{}
 }
 
-func newLeaderWatch(s *etcdserver.EtcdServer, fresh *Freshness) *leaderWatch {
-	election := time.Duration(s.Cfg.TickMs) * time.Duration(s.Cfg.ElectionTicks) * time.Millisecond
-	return &leaderWatch{s: s, fresh: fresh, election: election, noLeaderAfter: 2 * election, started: time.Now(), streams: map[*leaderStream]struct{}{}}
+func newLeaderWatch(contact *LeaderContact, clock clockwork.Clock, election time.Duration) *leaderWatch {
+	return &leaderWatch{contact: contact, clock: clock, election: election, noLeaderAfter: 2 * election, streams: map[*leaderStream]struct{}{}}
 }
 
-func (l *leaderWatch) hasLeader() bool {
-	if l.s.Leader() == 0 {
-		return false
-	}
-	heard := l.fresh.AsOf()
-	if heard.IsZero() {
-		// Before its first round completes, the last sure contact is the
-		// catch-up that came before serving.
-		heard = l.started
-	}
-	return time.Since(heard) <= l.noLeaderAfter
-}
+func (l *leaderWatch) hasLeader() bool { return l.contact.HeardWithin(l.noLeaderAfter) }
 
 // run ends the open require-leader streams once the replica has had no
 // leader for maxNoLeaderCnt election timeouts, until ctx ends.
 func (l *leaderWatch) run(ctx context.Context) {
-	t := time.NewTicker(l.election)
+	t := l.clock.NewTicker(l.election)
 	defer t.Stop()
 	without := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 		if l.hasLeader() {
 			without = 0

@@ -2,18 +2,24 @@ package readpath
 
 import (
 	"context"
+	"errors"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/server/v3/auth"
 	"go.etcd.io/etcd/server/v3/etcdserver"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
 )
 
-// maintenanceServer is etcd's Maintenance service acting on the replica's
-// own store (Status describes the replica: learner, applied index, leader).
-// Defragment is served here because etcd's handler calls a health notifier
-// that only etcd's own gRPC server can supply: given nil it panics and takes
-// the process down.
+// maintenanceServer is etcd's Maintenance service (with its auth checks)
+// acting on the replica's own store: Status describes the replica (learner,
+// applied index, leader).
+//
+// Defragment alone cannot go through etcd's handler: it calls a health
+// notifier that only etcd's own gRPC server can supply (given nil it panics
+// and takes the process down). So Defragment makes the check etcd's
+// authMaintenanceServer makes for it (the caller must be an admin: root, or
+// anyone with auth off) and then defragments, as etcd's handler does.
 type maintenanceServer struct {
 	pb.MaintenanceServer
 	srv *etcdserver.EtcdServer
@@ -24,10 +30,34 @@ func newMaintenanceServer(srv *etcdserver.EtcdServer) *maintenanceServer {
 }
 
 func (m *maintenanceServer) Defragment(ctx context.Context, _ *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
+	ai, err := m.srv.AuthInfoFromCtx(ctx)
+	if err == nil {
+		err = m.srv.AuthStore().IsAdminPermitted(ai)
+	}
+	if err != nil {
+		return nil, authError(err)
+	}
 	if err := m.srv.Defragment(); err != nil {
 		return nil, rpctypes.Error(err)
 	}
 	return &pb.DefragmentResponse{Header: m.header()}, nil
+}
+
+// authError is etcd's togRPCError for the errors of an admin check.
+func authError(err error) error {
+	for _, e := range []struct{ auth, grpc error }{
+		{auth.ErrUserEmpty, rpctypes.ErrGRPCUserEmpty},
+		{auth.ErrPermissionDenied, rpctypes.ErrGRPCPermissionDenied},
+		{auth.ErrInvalidAuthToken, rpctypes.ErrGRPCInvalidAuthToken},
+		{auth.ErrAuthOldRevision, rpctypes.ErrGRPCAuthOldRevision},
+		{auth.ErrUserNotFound, rpctypes.ErrGRPCUserNotFound},
+		{auth.ErrAuthNotEnabled, rpctypes.ErrGRPCAuthNotEnabled},
+	} {
+		if errors.Is(err, e.auth) {
+			return e.grpc
+		}
+	}
+	return rpctypes.Error(err)
 }
 
 func (m *maintenanceServer) header() *pb.ResponseHeader {

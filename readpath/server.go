@@ -29,19 +29,23 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/server/v3/embed"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/etcdserver"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3election"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3election/v3electionpb"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3lock"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -72,6 +76,20 @@ type Config struct {
 	// Zone, if set, is told to balancers that probe the replica (see
 	// wire.ZoneKey), for zone-affine reads.
 	Zone string
+	// Ready says when /readyz admits the replica.
+	Ready ReadyConfig
+	// KeepAlive is the gRPC server keepalive policy (etcd's
+	// --grpc-keepalive-min-time, -interval and -timeout).
+	KeepAlive KeepAlive
+	// Gatherer is where etcd's own metrics are read from (its raft
+	// transport's received bytes tell leader contact); nil means
+	// prometheus.DefaultGatherer, where etcd registers them.
+	Gatherer prometheus.Gatherer
+}
+
+// KeepAlive is etcd's gRPC keepalive settings.
+type KeepAlive struct {
+	MinTime, Interval, Timeout time.Duration
 }
 
 // Validate reports every missing or bad field.
@@ -92,18 +110,38 @@ func (c Config) Validate() error {
 	if c.ReadBatchInterval < 0 || c.ReadBatchInterval > c.FreshnessInterval {
 		problems = append(problems, fmt.Errorf("readpath: ReadBatchInterval %v: must be between 0 and FreshnessInterval (%v)", c.ReadBatchInterval, c.FreshnessInterval))
 	}
+	if c.Ready.MaxStaleness <= 0 {
+		problems = append(problems, fmt.Errorf("readpath: Ready.MaxStaleness %v: must be more than 0", c.Ready.MaxStaleness))
+	}
+	if c.KeepAlive.MinTime <= 0 || c.KeepAlive.Interval <= 0 || c.KeepAlive.Timeout <= 0 {
+		problems = append(problems, fmt.Errorf("readpath: KeepAlive %+v: every duration must be more than 0", c.KeepAlive))
+	}
 	return errors.Join(problems...)
 }
 
-// Front is the replica's gRPC server.
+// Front is the replica's client-facing server: etcd's gRPC services and,
+// on the same listeners, the HTTP a voter's client URL serves.
 type Front struct {
-	lg    *zap.Logger
-	grpc  *grpc.Server
-	fresh *Freshness
-	m     *Metrics
+	lg         *zap.Logger
+	s          *etcdserver.EtcdServer
+	tls        *tls.Config
+	grpc       *grpc.Server
+	fresh      *Freshness
+	contact    *LeaderContact
+	m          *Metrics
+	v3c        *clientv3.Client
+	gw         *gateway
+	clientMux  http.Handler
+	metricsMux http.Handler
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		stopped bool
+		closers []func()
+	}
 }
 
 // New builds the front and starts its freshness loop; Stop ends both.
@@ -114,39 +152,66 @@ func New(cfg Config) (*Front, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clockwork.NewRealClock()
 	}
+	if cfg.Gatherer == nil {
+		cfg.Gatherer = prometheus.DefaultGatherer
+	}
 	s := cfg.Server
-	f := &Front{lg: cfg.Logger}
+	f := &Front{lg: cfg.Logger, s: s, tls: cfg.TLS}
 	var m *Metrics
+	f.contact = NewLeaderContact(cfg.Clock, etcdContactSample(cfg.Gatherer, s.Lead))
 	f.fresh = NewFreshness(cfg.Logger, cfg.Clock, cfg.FreshnessInterval, cfg.ReadBatchInterval, s.Cfg.ReqTimeout(), s.LinearizableReadNotify,
-		func(d time.Duration, err error) { m.observeRound(d.Seconds(), err) })
+		func(d time.Duration, err error) {
+			m.observeRound(d.Seconds(), err)
+			if err == nil { // the leader answered a round that started d ago
+				f.contact.Heard(cfg.Clock.Now().Add(-d))
+			}
+		})
 	m = NewMetrics(cfg.Registerer, func() float64 { return min(f.fresh.Age().Seconds(), math.MaxInt32) })
 	f.m = m
 
-	lw := newLeaderWatch(s, f.fresh)
+	election := time.Duration(s.Cfg.TickMs) * time.Duration(s.Cfg.ElectionTicks) * time.Millisecond
+	lw := newLeaderWatch(f.contact, cfg.Clock, election)
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unaryInterceptor(lw, m, cfg.Zone, func() time.Duration { return f.fresh.Age() })),
 		grpc.ChainStreamInterceptor(streamInterceptor(lw, m)),
 		grpc.MaxRecvMsgSize(int(s.Cfg.MaxRequestBytesWithOverhead())),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(s.Cfg.MaxConcurrentStreams),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: embed.DefaultGRPCKeepAliveMinTime, PermitWithoutStream: false}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: embed.DefaultGRPCKeepAliveInterval, Timeout: embed.DefaultGRPCKeepAliveTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepAlive.MinTime, PermitWithoutStream: false}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepAlive.Interval, Timeout: cfg.KeepAlive.Timeout}),
 	}
-	if cfg.TLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
-	}
+	// No grpc.Creds: TLS listeners are served through net/http (see
+	// Serve), which does the handshake and tells gRPC the client's
+	// certificate, as etcd's embed does when HTTP shares the port.
 	f.grpc = grpc.NewServer(opts...)
-	pb.RegisterKVServer(f.grpc, &kvServer{etcd: v3rpc.NewQuotaKVServer(s), fresh: f.fresh, maxStaleness: cfg.MaxStaleness, strongTimeout: s.Cfg.ReqTimeout(), m: m})
+	pb.RegisterKVServer(f.grpc, &kvServer{etcd: v3rpc.NewQuotaKVServer(s), fresh: f.fresh, maxStaleness: cfg.MaxStaleness, reqTimeout: s.Cfg.ReqTimeout(), m: m})
 	pb.RegisterWatchServer(f.grpc, &watchServer{WatchServer: v3rpc.NewWatchServer(s), m: m})
 	pb.RegisterLeaseServer(f.grpc, v3rpc.NewQuotaLeaseServer(s))
 	pb.RegisterClusterServer(f.grpc, v3rpc.NewClusterServer(s))
 	pb.RegisterAuthServer(f.grpc, v3rpc.NewAuthServer(s))
 	pb.RegisterMaintenanceServer(f.grpc, newMaintenanceServer(s))
 	healthpb.RegisterHealthServer(f.grpc, health.NewServer())
+	// etcd's own lock and election services, over an in-process client of
+	// the member, as embed serves them on a voter.
+	f.v3c = v3client.New(s)
+	v3lockpb.RegisterLockServer(f.grpc, v3lock.NewLockServer(f.v3c))
+	v3electionpb.RegisterElectionServer(f.grpc, v3election.NewElectionServer(f.v3c))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
-	f.wg.Add(2)
+	gw, err := newGateway(ctx, f.grpc)
+	if err != nil {
+		cancel()
+		_ = f.v3c.Close()
+		return nil, err
+	}
+	f.gw = gw
+	ready := &readiness{cfg: cfg.Ready, election: election, contact: f.contact, fresh: f.fresh,
+		applied: func() (uint64, uint64) { return s.AppliedIndex(), s.CommittedIndex() }}
+	f.clientMux = clientMux(cfg.Logger, s, gw, ready)
+	f.metricsMux = metricsMux(cfg.Logger, s, ready)
+
+	f.wg.Add(3)
 	go func() {
 		defer f.wg.Done()
 		f.fresh.Run(ctx)
@@ -155,23 +220,34 @@ func New(cfg Config) (*Front, error) {
 		defer f.wg.Done()
 		lw.run(ctx)
 	}()
+	go func() {
+		defer f.wg.Done()
+		// A sample every quarter election timeout: a lost leader shows
+		// within 1.25 election timeouts at most.
+		f.contact.Run(ctx, election/4)
+	}()
 	return f, nil
 }
 
 // Freshness is the front's freshness tracker.
 func (f *Front) Freshness() *Freshness { return f.fresh }
 
-// Serve serves gRPC on l until Stop; it returns nil after Stop.
-func (f *Front) Serve(l net.Listener) error {
-	if err := f.grpc.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-		return fmt.Errorf("readpath: serve %s: %w", l.Addr(), err)
-	}
-	return nil
-}
+// Contact is the front's leader-contact tracker.
+func (f *Front) Contact() *LeaderContact { return f.contact }
 
-// Stop closes every connection and stream, then stops the freshness loop.
+// Stop closes every listener, connection and stream, then stops the loops.
 func (f *Front) Stop() {
+	f.mu.Lock()
+	f.mu.stopped = true
+	closers := f.mu.closers
+	f.mu.closers = nil
+	f.mu.Unlock()
+	for _, c := range closers {
+		c()
+	}
 	f.grpc.Stop()
+	f.gw.close()
+	_ = f.v3c.Close()
 	f.cancel()
 	f.wg.Wait()
 }

@@ -1,0 +1,167 @@
+package readpath
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Readiness checks of a replica, beside etcd's own readyz checks.
+const (
+	// checkCaughtUp: the replica has applied its log within MaxLag entries
+	// of the commit index the leader told it.
+	checkCaughtUp = "caught_up"
+	// checkLeaderContact: the replica heard from its leader, by raft's own
+	// traffic, within one election timeout.
+	checkLeaderContact = "leader_contact"
+	// checkFreshness: the replica's freshness (see Freshness) is within
+	// MaxStaleness.
+	checkFreshness = "freshness"
+	// etcdNonLearner is etcd's readyz check that fails every learner.
+	etcdNonLearner = "non_learner"
+)
+
+// ReadyConfig says when a replica is ready to serve.
+type ReadyConfig struct {
+	// MaxLag is the most entries between the commit index the replica knows
+	// and its applied index.
+	MaxLag uint64
+	// MaxStaleness is the most a ready replica's freshness age may be.
+	MaxStaleness time.Duration
+}
+
+// readiness is a replica's /readyz: its own checks (caught up, leader
+// contact, freshness) and etcd's readyz checks but non_learner, listed
+// together the way etcd lists its checks ("[+]name ok", "[-]name failed:
+// reason"; exclude= and verbose work as in etcd). /readyz/<check> serves one
+// check, etcd's included; /readyz/non_learner answers truthfully that a
+// replica is a learner.
+type readiness struct {
+	cfg      ReadyConfig
+	election time.Duration
+	applied  func() (applied, committed uint64)
+	contact  *LeaderContact
+	fresh    *Freshness
+}
+
+func (r *readiness) checks() map[string]func(context.Context) error {
+	return map[string]func(context.Context) error{
+		checkCaughtUp: func(context.Context) error {
+			applied, committed := r.applied()
+			if committed > applied && committed-applied > r.cfg.MaxLag {
+				return fmt.Errorf("applied index %d is %d entries behind commit index %d (at most %d)", applied, committed-applied, committed, r.cfg.MaxLag)
+			}
+			return nil
+		},
+		checkLeaderContact: func(context.Context) error {
+			if r.contact.HeardWithin(r.election) {
+				return nil
+			}
+			leader, at := r.contact.Last()
+			if leader == 0 {
+				return fmt.Errorf("no leader known")
+			}
+			return fmt.Errorf("leader %x last heard from %v ago (at most one election timeout, %v)", leader, r.contact.clock.Since(at).Round(time.Millisecond), r.election)
+		},
+		checkFreshness: func(context.Context) error {
+			if age := r.fresh.Age(); age > r.cfg.MaxStaleness {
+				if r.fresh.AsOf().IsZero() {
+					return fmt.Errorf("freshness never confirmed by a ReadIndex round")
+				}
+				return fmt.Errorf("fresh as of %v ago (at most %v)", age.Round(time.Millisecond), r.cfg.MaxStaleness)
+			}
+			return nil
+		},
+	}
+}
+
+// handler serves /readyz and /readyz/<check>; etcd serves etcd's checks.
+func (r *readiness) handler(etcd http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodGet {
+			w.Header().Set("Allow", http.MethodGet)
+			http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		own := r.checks()
+		name := strings.TrimPrefix(strings.TrimPrefix(req.URL.Path, "/readyz"), "/")
+		if name != "" {
+			check, ok := own[name]
+			if !ok { // one of etcd's
+				etcd.ServeHTTP(w, req)
+				return
+			}
+			writeChecks(w, req, []string{runCheck(req.Context(), name, check)})
+			return
+		}
+		excluded := map[string]bool{}
+		for _, v := range req.URL.Query()["exclude"] {
+			for _, n := range strings.Split(v, ",") {
+				excluded[strings.TrimSpace(n)] = true
+			}
+		}
+		var lines []string
+		for name, check := range own {
+			if !excluded[name] {
+				lines = append(lines, runCheck(req.Context(), name, check))
+			}
+		}
+		lines = append(lines, r.etcdChecks(etcd, req, excluded)...)
+		slices.SortFunc(lines, func(a, b string) int { return strings.Compare(a[3:], b[3:]) })
+		writeChecks(w, req, lines)
+	})
+}
+
+// etcdChecks runs etcd's own /readyz, but non_learner, and returns its
+// check lines.
+func (r *readiness) etcdChecks(etcd http.Handler, req *http.Request, excluded map[string]bool) []string {
+	q := url.Values{"verbose": {""}, "exclude": {etcdNonLearner}}
+	for name := range excluded {
+		if _, ours := r.checks()[name]; !ours && name != "" {
+			q.Add("exclude", name)
+		}
+	}
+	inner := req.Clone(req.Context())
+	inner.URL = &url.URL{Path: "/readyz", RawQuery: q.Encode()}
+	rec := httptest.NewRecorder()
+	etcd.ServeHTTP(rec, inner)
+	var lines []string
+	sc := bufio.NewScanner(rec.Body)
+	for sc.Scan() {
+		if l := sc.Text(); strings.HasPrefix(l, "[+]") || strings.HasPrefix(l, "[-]") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+func runCheck(ctx context.Context, name string, check func(context.Context) error) string {
+	if err := check(ctx); err != nil {
+		return fmt.Sprintf("[-]%s failed: %v", name, err)
+	}
+	return fmt.Sprintf("[+]%s ok", name)
+}
+
+// writeChecks answers as etcd's health handlers do: 503 with every line when
+// a check failed; else 200, "ok", and the lines first when verbose.
+func writeChecks(w http.ResponseWriter, req *http.Request, lines []string) {
+	body := strings.Join(lines, "\n") + "\n"
+	for _, l := range lines {
+		if strings.HasPrefix(l, "[-]") {
+			http.Error(w, body, http.StatusServiceUnavailable)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if _, verbose := req.URL.Query()["verbose"]; verbose {
+		fmt.Fprint(w, body)
+	}
+	fmt.Fprint(w, "ok\n")
+}

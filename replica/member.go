@@ -1,0 +1,180 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+
+	"github.com/understudy-kv/understudy/config"
+	"github.com/understudy-kv/understudy/learner"
+)
+
+// start starts the embedded member: as the member its data dir holds, or,
+// on first start, as a newly added learner that must catch up within
+// --join-timeout or be taken out again.
+func start(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv3.Client, opts Options) (*embed.Etcd, error) {
+	if learner.HasData(cfg.DataDir) {
+		lg.Info("restarting as the member in the data dir", zap.String("data-dir", cfg.DataDir))
+		ec, err := embedConfig(cfg, cfg.Name+"="+cfg.AdvertisePeerURLs[0], opts.MemberLogOutputs)
+		if err != nil {
+			return nil, err
+		}
+		e, err := embed.StartEtcd(ec)
+		if err != nil {
+			return nil, fmt.Errorf("replica: restart member from %s: %w", cfg.DataDir, err)
+		}
+		select {
+		case <-e.Server.ReadyNotify():
+			return e, nil
+		case err := <-e.Err():
+			e.Close()
+			return nil, fmt.Errorf("replica: restart member: %w", err)
+		case <-e.Server.StopNotify():
+			e.Close()
+			return nil, ErrStopped
+		case <-ctx.Done():
+			e.Close()
+			return nil, ctx.Err()
+		}
+	}
+
+	joinCtx, cancel := context.WithTimeout(ctx, cfg.JoinTimeout)
+	defer cancel()
+	j, err := learner.Join(joinCtx, lg, cli.Cluster, cfg.Name, cfg.AdvertisePeerURLs)
+	if err != nil {
+		return nil, fmt.Errorf("replica: join: %w", err)
+	}
+	lg.Info("added as a learner", zap.String("member-id", fmt.Sprintf("%x", j.ID)), zap.String("initial-cluster", j.InitialCluster))
+
+	e, err := startLearner(joinCtx, lg, cfg, j, cli, opts)
+	if err == nil {
+		return e, nil
+	}
+	// Undo the join: the voters are left as they were.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer rcancel()
+	if rerr := learner.Remove(rctx, cli.Cluster, j.ID); rerr != nil {
+		return nil, fmt.Errorf("replica: %w; removing learner %x failed too, remove it with `etcdctl member remove %x`: %v", err, j.ID, j.ID, rerr)
+	}
+	if rerr := os.RemoveAll(cfg.DataDir); rerr != nil {
+		lg.Warn("could not remove the data dir of the removed learner", zap.Error(rerr))
+	}
+	return nil, fmt.Errorf("replica: %w; learner %x was removed again, the voters are unchanged", err, j.ID)
+}
+
+func startLearner(ctx context.Context, lg *zap.Logger, cfg config.Replica, j learner.Joined, cli *clientv3.Client, opts Options) (*embed.Etcd, error) {
+	ec, err := embedConfig(cfg, j.InitialCluster, opts.MemberLogOutputs)
+	if err != nil {
+		return nil, err
+	}
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("start learner: %w", err)
+	}
+	fail := func(err error) (*embed.Etcd, error) {
+		e.Close()
+		return nil, err
+	}
+	if !cfg.SkipPeerURLCheck {
+		peerTLS, err := clientTLS(cfg.PeerTLS, cfg.AdvertisePeerURLs)
+		if err != nil {
+			return fail(err)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		for _, u := range cfg.AdvertisePeerURLs {
+			if err := learner.ProbePeerURL(pctx, u, e.Server.Cluster().ID().String(), peerTLS); err != nil {
+				return fail(fmt.Errorf("--initial-advertise-peer-urls: %w; the voters send snapshots there (--skip-peer-url-check if only this host cannot reach it)", err))
+			}
+		}
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		return fail(fmt.Errorf("learner failed: %w", err))
+	case <-ctx.Done():
+		return fail(fmt.Errorf("%w (%v): it never heard from the leader; can the voters reach --initial-advertise-peer-urls %v?",
+			learner.ErrNotReady, cfg.JoinTimeout, cfg.AdvertisePeerURLs))
+	}
+	observe := func(ctx context.Context) (learner.Progress, error) {
+		commit, err := learner.LeaderCommit(ctx, cli.Maintenance, cfg.Join)
+		if err != nil {
+			return learner.Progress{}, err
+		}
+		return learner.Progress{LeaderCommit: commit, Applied: e.Server.AppliedIndex()}, nil
+	}
+	if _, err := learner.WaitCaughtUp(ctx, lg, 200*time.Millisecond, observe, opts.Progress); err != nil {
+		return fail(err)
+	}
+	return e, nil
+}
+
+func embedConfig(cfg config.Replica, initialCluster string, logOutputs []string) (*embed.Config, error) {
+	ec := embed.NewConfig()
+	ec.Name = cfg.Name
+	ec.Dir = cfg.DataDir
+	var err error
+	if ec.ListenPeerUrls, err = parseURLs(cfg.ListenPeerURLs); err != nil {
+		return nil, err
+	}
+	if ec.AdvertisePeerUrls, err = parseURLs(cfg.AdvertisePeerURLs); err != nil {
+		return nil, err
+	}
+	// The member serves no clients itself: the front does, and its URL is
+	// what the member advertises, so `member list` leads clients to it.
+	ec.ListenClientUrls = nil
+	if ec.AdvertiseClientUrls, err = parseURLs(cfg.AdvertiseClientURLs); err != nil {
+		return nil, err
+	}
+	// --listen-metrics-urls are served by the front, whose /readyz knows a
+	// replica (etcd's fails every learner).
+	ec.ListenMetricsUrls = nil
+	// With --client-cert-auth, etcd takes a client's user name from its
+	// certificate's CN; the front's requests reach this member's auth.
+	ec.ClientTLSInfo.ClientCertAuth = cfg.ClientTLS.ClientCertAuth
+	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
+	ec.MaxRequestBytes = cfg.MaxRequestBytes
+	ec.MaxTxnOps = cfg.MaxTxnOps
+	ec.MaxConcurrentStreams = cfg.MaxConcurrentStreams
+	ec.WatchProgressNotifyInterval = cfg.WatchProgressNotifyInterval
+	ec.PeerTLSInfo = transport.TLSInfo{CertFile: cfg.PeerTLS.CertFile, KeyFile: cfg.PeerTLS.KeyFile,
+		TrustedCAFile: cfg.PeerTLS.TrustedCAFile, ClientCertAuth: cfg.PeerTLS.ClientCertAuth}
+	ec.ClusterState = embed.ClusterStateFlagExisting
+	ec.InitialCluster = initialCluster
+	// The voters enforce the learner limit when a member is added; a replica
+	// with a lower limit than theirs would refuse, on apply, a learner they
+	// accepted.
+	ec.MaxLearners = 1 << 16
+	ec.TickMs = cfg.HeartbeatMs
+	ec.ElectionMs = cfg.ElectionMs
+	ec.AuthToken = cfg.AuthToken
+	ec.EnableGRPCGateway = false
+	ec.LogLevel = "warn"
+	if cfg.LogLevel == "debug" {
+		ec.LogLevel = "info"
+	}
+	ec.LogOutputs = []string{"stderr"}
+	if len(logOutputs) > 0 {
+		ec.LogOutputs = logOutputs
+	}
+	return ec, nil
+}
+
+func parseURLs(ss []string) ([]url.URL, error) {
+	var out []url.URL
+	for _, s := range ss {
+		u, err := url.Parse(s)
+		if err != nil {
+			return nil, fmt.Errorf("replica: URL %q: %w", s, err)
+		}
+		out = append(out, *u)
+	}
+	return out, nil
+}

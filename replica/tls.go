@@ -1,0 +1,42 @@
+package replica
+
+import (
+	"crypto/tls"
+	"fmt"
+	"strings"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+
+	"github.com/understudy-kv/understudy/config"
+)
+
+// clientTLS is the client side of t, for talking to urls: nil when
+// neither t nor the URLs ask for TLS.
+func clientTLS(t config.TLS, urls []string) (*tls.Config, error) {
+	https := false
+	for _, u := range urls {
+		https = https || strings.HasPrefix(u, "https://")
+	}
+	if !https && !t.Enabled() {
+		return nil, nil
+	}
+	info := transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile}
+	c, err := info.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("replica: TLS client configuration: %w", err)
+	}
+	return c, nil
+}
+
+// serverTLS is the front's TLS: nil for http client URLs.
+func serverTLS(t config.TLS, urls []string) (*tls.Config, error) {
+	if len(urls) == 0 || !strings.HasPrefix(urls[0], "https://") {
+		return nil, nil
+	}
+	info := transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile, ClientCertAuth: t.ClientCertAuth}
+	c, err := info.ServerConfig()
+	if err != nil {
+		return nil, fmt.Errorf("replica: --cert-file/--key-file/--trusted-ca-file: %w", err)
+	}
+	return c, nil
+}
