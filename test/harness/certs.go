@@ -23,6 +23,10 @@ import (
 // replica and client of a TLS test uses the same one, as etcd's own tests do.
 type Certs struct {
 	CA, Cert, Key string
+
+	dir   string
+	ca    *x509.Certificate
+	caKey *ecdsa.PrivateKey
 }
 
 // NewCerts writes a fresh CA and certificate into a temp dir.
@@ -62,7 +66,7 @@ func NewCerts(t testing.TB) *Certs {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Certs{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "cert.pem"), Key: filepath.Join(dir, "key.pem")}
+	c := &Certs{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "cert.pem"), Key: filepath.Join(dir, "key.pem"), dir: dir, ca: ca, caKey: caKey}
 	for path, block := range map[string]*pem.Block{
 		c.CA:   {Type: "CERTIFICATE", Bytes: caDER},
 		c.Cert: {Type: "CERTIFICATE", Bytes: der},
@@ -73,6 +77,39 @@ func NewCerts(t testing.TB) *Certs {
 		}
 	}
 	return c
+}
+
+// ClientCert writes a client certificate for common name cn, signed by the
+// CA, and returns its certificate and key files: etcd with
+// --client-cert-auth takes cn as the user name.
+func (c *Certs) ClientCert(t testing.TB, cn string) (cert, key string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.ca, &k.PublicKey, c.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key = filepath.Join(c.dir, cn+"-cert.pem"), filepath.Join(c.dir, cn+"-key.pem")
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
 }
 
 // ClientConfig is a TLS client configuration with the certificate.

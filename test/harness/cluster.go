@@ -71,6 +71,11 @@ type ClusterConfig struct {
 	// TLS, if set, serves clients and peers over https with client
 	// certificates required.
 	TLS *Certs
+	// PeerProxies puts a Proxy in front of every member's peer URL and has
+	// members advertise it, so that all raft traffic passes the proxies and
+	// Proxy.BlackholeFrom can cut one process's raft links (plain http
+	// only).
+	PeerProxies bool
 }
 
 // Member is one voting member of a Cluster.
@@ -79,6 +84,11 @@ type Member struct {
 	Kind      Kind
 	ClientURL string
 	PeerURL   string
+	// AdvertisePeerURL is PeerURL, or the proxy in front of it
+	// (ClusterConfig.PeerProxies).
+	AdvertisePeerURL string
+	// PeerProxy is the proxy in front of PeerURL, or nil.
+	PeerProxy *Proxy
 	// ID is the member id, learned once the cluster is ready.
 	ID      uint64
 	Proc    *Proc
@@ -110,6 +120,9 @@ func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 	if n == 0 {
 		n = 3
 	}
+	if cfg.PeerProxies && cfg.TLS != nil {
+		t.Fatalf("harness: PeerProxies is for plain http clusters")
+	}
 	if n < 0 || len(cfg.Kinds) > n {
 		t.Fatalf("harness: cluster of N=%d with %d kinds", cfg.N, len(cfg.Kinds))
 	}
@@ -130,8 +143,13 @@ func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 			PeerURL:   url(FreePort(t)),
 		}
 		m.DataDir = filepath.Join(t.TempDir(), m.Name+".etcd")
+		m.AdvertisePeerURL = m.PeerURL
+		if cfg.PeerProxies {
+			m.PeerProxy = NewProxy(t, strings.TrimPrefix(m.PeerURL, "http://"))
+			m.AdvertisePeerURL = m.PeerProxy.URL()
+		}
 		c.Members = append(c.Members, m)
-		peers[i] = m.Name + "=" + m.PeerURL
+		peers[i] = m.Name + "=" + m.AdvertisePeerURL
 	}
 	token := cfg.Token
 	if token == "" {
@@ -158,7 +176,7 @@ func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 			"--listen-client-urls", m.ClientURL,
 			"--advertise-client-urls", m.ClientURL,
 			"--listen-peer-urls", m.PeerURL,
-			"--initial-advertise-peer-urls", m.PeerURL,
+			"--initial-advertise-peer-urls", m.AdvertisePeerURL,
 			"--initial-cluster", strings.Join(peers, ","),
 			"--initial-cluster-state", "new",
 			"--initial-cluster-token", token,

@@ -44,6 +44,8 @@ type Proxy struct {
 		// pairs maps each open connection pair to whether it has lost data
 		// (or, accepted while blackholed, was never connected).
 		pairs map[*pair]bool
+		// cutPIDs are the processes whose connections BlackholeFrom cut.
+		cutPIDs map[int]bool
 	}
 }
 
@@ -90,7 +92,7 @@ func (p *Proxy) Delay(d time.Duration) {
 // data meanwhile.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
-	p.mu.blackhole, p.mu.delay = false, 0
+	p.mu.blackhole, p.mu.delay, p.mu.cutPIDs = false, 0, nil
 	var broken []*pair
 	for pr, lost := range p.mu.pairs {
 		if lost {
@@ -155,7 +157,7 @@ func (p *Proxy) accept() {
 func (p *Proxy) pass(pr *pair) (delay time.Duration, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.mu.blackhole || p.mu.pairs[pr] {
+	if p.mu.blackhole || p.mu.pairs[pr] || p.cutByOwner(pr) {
 		p.mu.pairs[pr] = true
 		return 0, false
 	}
@@ -168,6 +170,9 @@ type pair struct {
 	p      *Proxy
 	client net.Conn
 	done   chan struct{} // closed by close
+	// owners caches, per process id asked about, whether that process
+	// holds the client end; guarded by p.mu.
+	owners map[int]bool
 
 	mu struct {
 		sync.Mutex

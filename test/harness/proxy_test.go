@@ -192,3 +192,31 @@ func TestProxyCloseEndsConnectionsAndDelayedChunks(t *testing.T) {
 	}
 	p.Close() // again, as cleanup will
 }
+
+func TestProxyBlackholeFromCutsOnlyThatProcess(t *testing.T) {
+	p := NewProxy(t, echoServer(t))
+	before := dial(t, p.Addr())
+	if _, err := ping(before, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Another process's connections pass.
+	p.BlackholeFrom(os.Getppid())
+	if _, err := ping(before, 5*time.Second); err != nil {
+		t.Fatalf("ping with another process cut: %v", err)
+	}
+	if _, err := ping(dial(t, p.Addr()), 5*time.Second); err != nil {
+		t.Fatalf("new connection with another process cut: %v", err)
+	}
+	// This process's, open and new, do not.
+	p.BlackholeFrom(os.Getpid())
+	if _, err := ping(before, 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("ping on this process's open connection after BlackholeFrom: %v, want a read timeout", err)
+	}
+	if _, err := ping(dial(t, p.Addr()), 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("ping on this process's new connection after BlackholeFrom: %v, want a read timeout", err)
+	}
+	p.Heal()
+	if _, err := ping(dial(t, p.Addr()), 5*time.Second); err != nil {
+		t.Fatalf("ping after heal: %v", err)
+	}
+}

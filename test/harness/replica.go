@@ -18,12 +18,17 @@ type ReplicaConfig struct {
 	Extra []string
 	// NoWait returns at once instead of waiting until the replica serves.
 	NoWait bool
+	// PeerProxy advertises a Proxy in front of the replica's peer URL, so
+	// that CutPeerLinks can cut the links the voters open to it.
+	PeerProxy bool
 }
 
 // Replica is a replica process.
 type Replica struct {
 	*Proc
 	Name, ClientURL, PeerURL, DataDir string
+	// PeerProxy is the proxy the replica advertises (ReplicaConfig.PeerProxy).
+	PeerProxy *Proxy
 }
 
 // StartReplica starts a replica that joins c, and unless cfg.NoWait waits
@@ -44,6 +49,10 @@ func StartReplica(t testing.TB, c *Cluster, cfg ReplicaConfig) *Replica {
 	adv := r.PeerURL
 	if cfg.AdvertisePeerURL != "" {
 		adv = cfg.AdvertisePeerURL
+	}
+	if cfg.PeerProxy {
+		r.PeerProxy = NewProxy(t, strings.TrimPrefix(r.PeerURL, "http://"))
+		adv = r.PeerProxy.URL()
 	}
 	args := []string{
 		"--name", cfg.Name, "--data-dir", r.DataDir,
@@ -70,4 +79,31 @@ func (r *Replica) WaitServing(t testing.TB, timeout time.Duration) {
 	if err := r.WaitLog(ctx, `"msg":"replica serving"`); err != nil {
 		t.Fatalf("harness: replica %s not serving: %v", r.Name, err)
 	}
+}
+
+// CutPeerLinks cuts every raft link between r and c's voters, both ways,
+// and leaves the voters' links to each other whole: the links r opens go
+// through the voters' peer proxies (ClusterConfig.PeerProxies), which drop
+// r's traffic; the ones the voters open reach r through its own proxy
+// (ReplicaConfig.PeerProxy), blackholed. HealPeerLinks undoes it.
+func (r *Replica) CutPeerLinks(t testing.TB, c *Cluster) {
+	t.Helper()
+	if r.PeerProxy == nil {
+		t.Fatalf("harness: CutPeerLinks needs ReplicaConfig.PeerProxy")
+	}
+	for _, m := range c.Members {
+		if m.PeerProxy == nil {
+			t.Fatalf("harness: CutPeerLinks needs ClusterConfig.PeerProxies")
+		}
+		m.PeerProxy.BlackholeFrom(r.PID())
+	}
+	r.PeerProxy.Blackhole()
+}
+
+// HealPeerLinks undoes CutPeerLinks.
+func (r *Replica) HealPeerLinks(c *Cluster) {
+	for _, m := range c.Members {
+		m.PeerProxy.Heal()
+	}
+	r.PeerProxy.Heal()
 }
