@@ -107,12 +107,25 @@ func (r *readiness) handler(etcd http.Handler) http.Handler {
 			}
 		}
 		var lines []string
+		failed := false
 		for name, check := range own {
 			if !excluded[name] {
-				lines = append(lines, runCheck(req.Context(), name, check))
+				l := runCheck(req.Context(), name, check)
+				failed = failed || strings.HasPrefix(l, "[-]")
+				lines = append(lines, l)
 			}
 		}
-		lines = append(lines, r.etcdChecks(etcd, req, excluded)...)
+		// etcd's linearizable_read waits up to the request timeout for a
+		// leader that may be gone; when the replica's own checks already
+		// failed, answer within an election timeout (a probe's patience
+		// is short) and let that check say it timed out.
+		ctx := req.Context()
+		if failed {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, r.election)
+			defer cancel()
+		}
+		lines = append(lines, r.etcdChecks(etcd, req.WithContext(ctx), excluded)...)
 		slices.SortFunc(lines, func(a, b string) int { return strings.Compare(a[3:], b[3:]) })
 		writeChecks(w, req, lines)
 	})
