@@ -44,8 +44,10 @@ type Proxy struct {
 		// pairs maps each open connection pair to whether it has lost data
 		// (or, accepted while blackholed, was never connected).
 		pairs map[*pair]bool
-		// cutPIDs are the processes whose connections BlackholeFrom cut.
-		cutPIDs map[int]bool
+		// cutPIDs are the processes whose connections BlackholeFrom cut;
+		// delayPIDs the ones DelayFrom slows.
+		cutPIDs   map[int]bool
+		delayPIDs map[int]time.Duration
 	}
 }
 
@@ -92,7 +94,7 @@ func (p *Proxy) Delay(d time.Duration) {
 // data meanwhile.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
-	p.mu.blackhole, p.mu.delay, p.mu.cutPIDs = false, 0, nil
+	p.mu.blackhole, p.mu.delay, p.mu.cutPIDs, p.mu.delayPIDs = false, 0, nil, nil
 	var broken []*pair
 	for pr, lost := range p.mu.pairs {
 		if lost {
@@ -161,7 +163,7 @@ func (p *Proxy) pass(pr *pair) (delay time.Duration, ok bool) {
 		p.mu.pairs[pr] = true
 		return 0, false
 	}
-	return p.mu.delay, true
+	return max(p.mu.delay, p.delayByOwner(pr)), true
 }
 
 // pair is one client connection and its connection to the target. run owns

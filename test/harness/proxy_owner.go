@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // BlackholeFrom drops all traffic, both ways, of the connections that
@@ -24,23 +25,52 @@ func (p *Proxy) BlackholeFrom(pid int) {
 	p.mu.cutPIDs[pid] = true
 }
 
+// DelayFrom delays, by d each way, the connections that process pid opened
+// to the proxy (open and new ones), until Heal.
+func (p *Proxy) DelayFrom(pid int, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.delayPIDs == nil {
+		p.mu.delayPIDs = map[int]time.Duration{}
+	}
+	p.mu.delayPIDs[pid] = d
+}
+
 // cutByOwner reports whether pr's client is a process cut by BlackholeFrom;
 // called with p.mu held.
 func (p *Proxy) cutByOwner(pr *pair) bool {
 	for pid := range p.mu.cutPIDs {
-		owned, ok := pr.owners[pid]
-		if !ok {
-			owned = ownsConn(pid, pr.client.RemoteAddr(), pr.client.LocalAddr())
-			if pr.owners == nil {
-				pr.owners = map[int]bool{}
-			}
-			pr.owners[pid] = owned
-		}
-		if owned {
+		if p.ownedBy(pr, pid) {
 			return true
 		}
 	}
 	return false
+}
+
+// delayByOwner is the DelayFrom delay of pr's client, or 0; called with
+// p.mu held.
+func (p *Proxy) delayByOwner(pr *pair) time.Duration {
+	var d time.Duration
+	for pid, pd := range p.mu.delayPIDs {
+		if p.ownedBy(pr, pid) {
+			d = max(d, pd)
+		}
+	}
+	return d
+}
+
+// ownedBy reports, once per pair and process, whether pid holds pr's client
+// end; called with p.mu held.
+func (p *Proxy) ownedBy(pr *pair, pid int) bool {
+	owned, ok := pr.owners[pid]
+	if !ok {
+		owned = ownsConn(pid, pr.client.RemoteAddr(), pr.client.LocalAddr())
+		if pr.owners == nil {
+			pr.owners = map[int]bool{}
+		}
+		pr.owners[pid] = owned
+	}
+	return owned
 }
 
 // ownsConn reports whether process pid holds the socket whose local address

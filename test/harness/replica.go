@@ -107,3 +107,19 @@ func (r *Replica) HealPeerLinks(c *Cluster) {
 	}
 	r.PeerProxy.Heal()
 }
+
+// DelayPeerLinks delays every raft link between r and c's voters by d each
+// way (the same proxies as CutPeerLinks); HealPeerLinks undoes it.
+func (r *Replica) DelayPeerLinks(t testing.TB, c *Cluster, d time.Duration) {
+	t.Helper()
+	if r.PeerProxy == nil {
+		t.Fatalf("harness: DelayPeerLinks needs ReplicaConfig.PeerProxy")
+	}
+	for _, m := range c.Members {
+		if m.PeerProxy == nil {
+			t.Fatalf("harness: DelayPeerLinks needs ClusterConfig.PeerProxies")
+		}
+		m.PeerProxy.DelayFrom(r.PID(), d)
+	}
+	r.PeerProxy.Delay(d)
+}

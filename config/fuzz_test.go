@@ -1,0 +1,56 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// FuzzLoadReplica: any flags, environment value and config file either load
+// or fail with an error; Validate never panics, and an accepted config is
+// one Validate accepts the next time too.
+func FuzzLoadReplica(f *testing.F) {
+	f.Add("--name r1 --join http://127.0.0.1:2379", "50ms", "max-staleness: 1s\n")
+	f.Add("--listen-client-urls http://127.0.0.1:2479 --quota-backend-bytes 1024", "x", "join: [http://a:1]\n")
+	f.Add("--role standby --failover-after 1s", "", "role: voter\npromote-max-lag: -1\n")
+	f.Add("--max-concurrent-streams 99999999999 --ready-max-staleness 1ms", "1h", "{{{")
+	f.Add("--user root:pw --password x", "0s", "password: 3\n")
+	f.Fuzz(func(t *testing.T, args, env, file string) {
+		t.Setenv("UNDERSTUDY_FRESHNESS_INTERVAL", env)
+		path := filepath.Join(t.TempDir(), "replica.yaml")
+		if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg := DefaultReplica()
+		argv := append(strings.Fields(args), "--config-file", path)
+		if err := LoadReplica(&cfg, NewReplicaFlags(&cfg), argv); err != nil {
+			if err.Error() == "" {
+				t.Fatal("an error without a message")
+			}
+			return
+		}
+		if err := cfg.Validate(); err == nil {
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("Validate changed its mind: %v", err)
+			}
+		}
+	})
+}
+
+// FuzzLoadPrimary: the same for the primary's etcd flags and config file.
+func FuzzLoadPrimary(f *testing.F) {
+	f.Add("--name infra1 --max-learners 3", "name: x\n")
+	f.Add("--listen-client-urls ::: --initial-cluster a=b", "initial-cluster-state: maybe\n")
+	f.Fuzz(func(t *testing.T, args, file string) {
+		path := filepath.Join(t.TempDir(), "etcd.yaml")
+		if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg := DefaultPrimary()
+		if err := NewPrimaryFlags(&cfg).Load(append(strings.Fields(args), "--config-file", path)); err != nil {
+			return
+		}
+		_ = cfg.Validate()
+	})
+}
