@@ -48,6 +48,10 @@ type Replica struct {
 	// heartbeat round, so this is the knob between bounded-read latency and
 	// leader load.
 	FreshnessInterval time.Duration
+	// FreshnessIdleInterval is the period of those rounds while no bounded
+	// read has come for a few seconds (a bounded read that needs a fresher
+	// round asks for one at once); 0 keeps FreshnessInterval always.
+	FreshnessIdleInterval time.Duration
 	// ReadBatchInterval is the least time between two ReadIndex rounds;
 	// strong and bounded reads arriving meanwhile share the next round.
 	ReadBatchInterval time.Duration
@@ -99,7 +103,7 @@ type Replica struct {
 	// ReadyMaxLag and ReadyMaxStaleness say when /readyz admits the
 	// replica: applied within ReadyMaxLag entries of the commit index it
 	// knows, and fresh (see --freshness-interval) within ReadyMaxStaleness;
-	// 0 means the larger of 5s and 3 × FreshnessInterval.
+	// 0 means the larger of 5s and 3 × the slower freshness interval.
 	ReadyMaxLag       uint64
 	ReadyMaxStaleness time.Duration
 
@@ -124,7 +128,7 @@ func (c Replica) ReadyStaleness() time.Duration {
 	if c.ReadyMaxStaleness > 0 {
 		return c.ReadyMaxStaleness
 	}
-	return max(5*time.Second, 3*c.FreshnessInterval)
+	return max(5*time.Second, 3*c.FreshnessInterval, 3*c.FreshnessIdleInterval)
 }
 
 // Credentials splits --user and --password as etcdctl does: "name:password"
@@ -151,21 +155,22 @@ func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" || t.Tr
 // beside a default etcd or primary on 2379/2380.
 func DefaultReplica() Replica {
 	return Replica{
-		Name:                "replica",
-		DataDir:             "replica.replica",
-		ListenPeerURLs:      []string{"http://127.0.0.1:2480"},
-		AdvertisePeerURLs:   []string{"http://127.0.0.1:2480"},
-		ListenClientURLs:    []string{"http://127.0.0.1:2479"},
-		AdvertiseClientURLs: []string{"http://127.0.0.1:2479"},
-		Join:                []string{"http://127.0.0.1:2379"},
-		JoinTimeout:         2 * time.Minute,
-		FreshnessInterval:   50 * time.Millisecond,
-		ReadBatchInterval:   2 * time.Millisecond,
-		HeartbeatMs:         100,
-		ElectionMs:          1000,
-		AuthToken:           "simple",
-		LogLevel:            "info",
-		Promotion:           promotion.DefaultConfig(),
+		Name:                  "replica",
+		DataDir:               "replica.replica",
+		ListenPeerURLs:        []string{"http://127.0.0.1:2480"},
+		AdvertisePeerURLs:     []string{"http://127.0.0.1:2480"},
+		ListenClientURLs:      []string{"http://127.0.0.1:2479"},
+		AdvertiseClientURLs:   []string{"http://127.0.0.1:2479"},
+		Join:                  []string{"http://127.0.0.1:2379"},
+		JoinTimeout:           2 * time.Minute,
+		FreshnessInterval:     50 * time.Millisecond,
+		FreshnessIdleInterval: time.Second,
+		ReadBatchInterval:     2 * time.Millisecond,
+		HeartbeatMs:           100,
+		ElectionMs:            1000,
+		AuthToken:             "simple",
+		LogLevel:              "info",
+		Promotion:             promotion.DefaultConfig(),
 
 		MaxRequestBytes:             embed.DefaultMaxRequestBytes,
 		MaxTxnOps:                   embed.DefaultMaxTxnOps,
@@ -193,6 +198,7 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", cfg.JoinTimeout, "On first start: time to catch up before the replica gives up, removes the learner entry it added and exits.")
 	fs.DurationVar(&cfg.MaxStaleness, "max-staleness", cfg.MaxStaleness, "Staleness bound for serializable reads that carry none (0: serve them locally as they are). A request can set its own with the gRPC metadata key \"understudy-max-staleness\" (a Go duration).")
 	fs.DurationVar(&cfg.FreshnessInterval, "freshness-interval", cfg.FreshnessInterval, "How often the replica confirms freshness with a ReadIndex round; each round costs the leader one heartbeat round.")
+	fs.DurationVar(&cfg.FreshnessIdleInterval, "freshness-idle-interval", cfg.FreshnessIdleInterval, "Period of the freshness rounds while no bounded read has come for 5s, so that an idle replica costs the leader almost nothing (0: always --freshness-interval).")
 	fs.DurationVar(&cfg.ReadBatchInterval, "read-batch-interval", cfg.ReadBatchInterval, "Least time between two ReadIndex rounds through the leader. Strong and bounded reads arriving meanwhile share the next round: longer means less leader work per read and at most this much more latency; 0 runs rounds back to back.")
 	fs.BoolVar(&cfg.SkipPeerURLCheck, "skip-peer-url-check", cfg.SkipPeerURLCheck, "Do not check, on first start, that --initial-advertise-peer-urls lead back to this replica (only for hosts that cannot reach their own advertised address).")
 	fs.UintVar(&cfg.HeartbeatMs, "heartbeat-interval", cfg.HeartbeatMs, "Raft heartbeat interval in ms; use the voters' value.")
@@ -224,7 +230,7 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.DurationVar(&cfg.GRPCKeepAliveTimeout, "grpc-keepalive-timeout", cfg.GRPCKeepAliveTimeout, "Wait for a ping's answer before closing a non-responsive connection, as etcd's.")
 	fs.DurationVar(&cfg.WatchProgressNotifyInterval, "watch-progress-notify-interval", cfg.WatchProgressNotifyInterval, "Period of progress notifications on watches that ask for them, as etcd's.")
 	fs.Uint64Var(&cfg.ReadyMaxLag, "ready-max-lag", cfg.ReadyMaxLag, "/readyz fails while the replica's applied index is more than this many entries behind the commit index it knows.")
-	fs.DurationVar(&cfg.ReadyMaxStaleness, "ready-max-staleness", cfg.ReadyMaxStaleness, "/readyz fails while the replica's freshness age is above this (0: the larger of 5s and 3 × --freshness-interval).")
+	fs.DurationVar(&cfg.ReadyMaxStaleness, "ready-max-staleness", cfg.ReadyMaxStaleness, "/readyz fails while the replica's freshness age is above this (0: the larger of 5s and 3 × the slower of --freshness-interval and --freshness-idle-interval).")
 	fs.Func("role", "reader (never promotes), voter (promotes itself once caught up) or standby (replaces a voter unreachable for --failover-after). Default reader.", func(s string) error {
 		r, err := promotion.ParseRole(s)
 		cfg.Promotion.Role = r
@@ -306,6 +312,9 @@ func (c Replica) Validate() error {
 	if c.FreshnessInterval <= 0 {
 		add("--freshness-interval %v: must be more than 0", c.FreshnessInterval)
 	}
+	if c.FreshnessIdleInterval < 0 {
+		add("--freshness-idle-interval %v: must be 0 (always --freshness-interval) or more", c.FreshnessIdleInterval)
+	}
 	if c.ReadBatchInterval < 0 || c.ReadBatchInterval > c.FreshnessInterval {
 		add("--read-batch-interval %v: must be between 0 and --freshness-interval (%v)", c.ReadBatchInterval, c.FreshnessInterval)
 	}
@@ -333,8 +342,8 @@ func (c Replica) Validate() error {
 	}
 	if c.ReadyMaxStaleness < 0 {
 		add("--ready-max-staleness %v: must be 0 (derived from --freshness-interval) or more", c.ReadyMaxStaleness)
-	} else if c.ReadyMaxStaleness > 0 && c.ReadyMaxStaleness <= c.FreshnessInterval {
-		add("--ready-max-staleness %v: must be more than --freshness-interval (%v), or the replica would flap between ready and not", c.ReadyMaxStaleness, c.FreshnessInterval)
+	} else if slowest := max(c.FreshnessInterval, c.FreshnessIdleInterval); c.ReadyMaxStaleness > 0 && c.ReadyMaxStaleness <= slowest {
+		add("--ready-max-staleness %v: must be more than --freshness-interval and --freshness-idle-interval (%v), or the replica would flap between ready and not", c.ReadyMaxStaleness, slowest)
 	}
 	if c.Password != "" && c.User == "" {
 		add("--password: needs --user")

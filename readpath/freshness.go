@@ -29,6 +29,12 @@ type Freshness struct {
 	timeout  time.Duration
 	observe  func(d time.Duration, err error)
 
+	// idleInterval, if more than interval, is the period of rounds while
+	// no bounded read has come for idleAfter: a replica nobody asks for
+	// bounded reads costs the leader almost nothing (strong reads and
+	// bounded reads that need a round ask for one at once).
+	idleInterval time.Duration
+
 	// kick asks the loop for a round now; buffered 1, so asks made while a
 	// round is pending coalesce into it.
 	kick chan struct{}
@@ -43,8 +49,14 @@ type Freshness struct {
 		changed chan struct{}
 		// waiting counts reads waiting for a round.
 		waiting int
+		// demand is when a bounded read last came.
+		demand time.Time
 	}
 }
+
+// idleAfter is how long after the last bounded read rounds slow down to
+// the idle interval.
+const idleAfter = 5 * time.Second
 
 // NewFreshness returns a tracker whose rounds call round (in a replica,
 // EtcdServer.LinearizableReadNotify: a ReadIndex through the leader, then a
@@ -93,6 +105,29 @@ func (f *Freshness) WaitRound(ctx context.Context) error {
 	f.mu.Unlock()
 	defer f.leave()
 	return f.wait(ctx, func() bool { return f.mu.completed >= target })
+}
+
+// Demand records a bounded read: rounds keep their full rate while bounded
+// reads come, so that they are served locally.
+func (f *Freshness) Demand() {
+	now := f.clock.Now()
+	f.mu.Lock()
+	f.mu.demand = now
+	f.mu.Unlock()
+}
+
+// period is the time to the next background round.
+func (f *Freshness) period() time.Duration {
+	if f.idleInterval <= f.interval {
+		return f.interval
+	}
+	f.mu.Lock()
+	demand := f.mu.demand
+	f.mu.Unlock()
+	if !demand.IsZero() && f.clock.Since(demand) <= idleAfter {
+		return f.interval
+	}
+	return f.idleInterval
 }
 
 // Waiting is the number of reads waiting for a round now.
@@ -156,18 +191,22 @@ func (f *Freshness) confirm(n uint64, start time.Time) {
 	f.mu.changed = make(chan struct{})
 }
 
-// Run does rounds every interval, and whenever a waiter asks, until ctx ends.
+// Run does rounds every interval (every idleInterval while no bounded read
+// comes), and whenever a waiter asks, until ctx ends.
 // It is the tracker's only loop; the caller owns it.
 func (f *Freshness) Run(ctx context.Context) {
-	t := f.clock.NewTicker(f.interval)
-	defer t.Stop()
 	var last time.Time
 	for {
+		// A bounded read arriving in an idle period asks for a round
+		// itself (kick), so a long idle wait delays nobody.
+		t := f.clock.NewTimer(f.period())
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.Chan():
 		case <-f.kick:
+			t.Stop()
 		}
 		// Space rounds out: reads arriving meanwhile join the next one.
 		if gap := f.minGap - f.clock.Since(last); !last.IsZero() && gap > 0 {

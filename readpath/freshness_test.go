@@ -159,8 +159,8 @@ func TestRoundsAreSpacedByTheBatchInterval(t *testing.T) {
 	// All three must be counted before the round is let go, or a late one
 	// would rightly wait for the round after.
 	waitUntil(t, func() bool { return f.Waiting() == 3 })
-	// ticker plus the gap's timer
-	if err := clock.BlockUntilContext(ctx, 2); err != nil {
+	// the gap's timer (the period's timer stopped when the reads asked)
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -223,5 +223,53 @@ func waitUntil(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 5s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestRoundsSlowDownWhileNoBoundedReadComes(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	fr := newFakeRounds()
+	f := NewFreshness(zaptest.NewLogger(t), clock, 50*time.Millisecond, 0, time.Minute, fr.round, nil)
+	f.idleInterval = time.Second
+	ctx := runLoop(t, f)
+
+	// Idle: the next round is a second away, not 50ms.
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(50 * time.Millisecond)
+	select {
+	case <-fr.started:
+		t.Fatal("an idle replica ran a round after 50ms")
+	default:
+	}
+	clock.Advance(950 * time.Millisecond)
+	recv(t, fr.started)
+	send(t, fr.results, nil)
+
+	// A bounded read comes: rounds go back to every 50ms.
+	f.Demand()
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(50 * time.Millisecond)
+	recv(t, fr.started)
+	send(t, fr.results, nil)
+
+	// idleAfter without one: idle again.
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(idleAfter)
+	recv(t, fr.started) // the 50ms timer that was pending
+	send(t, fr.results, nil)
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(50 * time.Millisecond)
+	select {
+	case <-fr.started:
+		t.Fatal("rounds stayed fast after bounded reads stopped")
+	default:
 	}
 }

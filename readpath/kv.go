@@ -125,6 +125,7 @@ func (s *kvServer) readMode(ctx context.Context, serializable bool) (string, err
 	if bound == 0 {
 		return modeWeak, nil
 	}
+	s.fresh.Demand()
 	need := s.fresh.clock.Now().Add(-bound)
 	if s.fresh.AsOf().Before(need) {
 		s.m.boundedWaits.Inc()

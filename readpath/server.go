@@ -64,8 +64,13 @@ type Config struct {
 	// MaxStaleness bounds serializable reads that carry no bound; 0 serves
 	// them locally as they are.
 	MaxStaleness time.Duration
-	// FreshnessInterval is the period of background ReadIndex rounds.
+	// FreshnessInterval is the period of background ReadIndex rounds while
+	// bounded reads come.
 	FreshnessInterval time.Duration
+	// FreshnessIdleInterval is their period when no bounded read has come
+	// for a few seconds; 0 or less than FreshnessInterval means
+	// FreshnessInterval.
+	FreshnessIdleInterval time.Duration
 	// ReadBatchInterval is the least time between two ReadIndex rounds:
 	// strong and bounded reads arriving meanwhile share the next round.
 	// Longer means less leader work per read and at most that much more
@@ -166,6 +171,7 @@ func New(cfg Config) (*Front, error) {
 				f.contact.Heard(cfg.Clock.Now().Add(-d))
 			}
 		})
+	f.fresh.idleInterval = cfg.FreshnessIdleInterval
 	m = NewMetrics(cfg.Registerer, func() float64 { return min(f.fresh.Age().Seconds(), math.MaxInt32) })
 	f.m = m
 
@@ -234,6 +240,16 @@ func (f *Front) Freshness() *Freshness { return f.fresh }
 
 // Contact is the front's leader-contact tracker.
 func (f *Front) Contact() *LeaderContact { return f.contact }
+
+// LastLeaderContact is when the replica last heard from its leader (by raft
+// traffic or a completed ReadIndex round); zero with no leader known.
+func (f *Front) LastLeaderContact() time.Time {
+	leader, at := f.contact.Last()
+	if leader == 0 {
+		return time.Time{}
+	}
+	return at
+}
 
 // Stop closes every listener, connection and stream, then stops the loops.
 func (f *Front) Stop() {

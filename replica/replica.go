@@ -111,16 +111,17 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 	}()
 
 	front, err := readpath.New(readpath.Config{
-		TLS:               frontTLS,
-		Server:            m.Server,
-		Logger:            lg.Named("readpath"),
-		Registerer:        opts.Registerer,
-		MaxStaleness:      cfg.MaxStaleness,
-		FreshnessInterval: cfg.FreshnessInterval,
-		ReadBatchInterval: cfg.ReadBatchInterval,
-		Zone:              cfg.Zone,
-		Ready:             readpath.ReadyConfig{MaxLag: cfg.ReadyMaxLag, MaxStaleness: cfg.ReadyStaleness()},
-		KeepAlive:         readpath.KeepAlive{MinTime: cfg.GRPCKeepAliveMinTime, Interval: cfg.GRPCKeepAliveInterval, Timeout: cfg.GRPCKeepAliveTimeout},
+		TLS:                   frontTLS,
+		Server:                m.Server,
+		Logger:                lg.Named("readpath"),
+		Registerer:            opts.Registerer,
+		MaxStaleness:          cfg.MaxStaleness,
+		FreshnessInterval:     cfg.FreshnessInterval,
+		FreshnessIdleInterval: cfg.FreshnessIdleInterval,
+		ReadBatchInterval:     cfg.ReadBatchInterval,
+		Zone:                  cfg.Zone,
+		Ready:                 readpath.ReadyConfig{MaxLag: cfg.ReadyMaxLag, MaxStaleness: cfg.ReadyStaleness()},
+		KeepAlive:             readpath.KeepAlive{MinTime: cfg.GRPCKeepAliveMinTime, Interval: cfg.GRPCKeepAliveInterval, Timeout: cfg.GRPCKeepAliveTimeout},
 	})
 	if err != nil {
 		closeAll(listeners)
@@ -151,7 +152,7 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		}
 	})
 	if cfg.Promotion.Role != promotion.RoleReader {
-		r := &roles{lg: lg.Named("role"), cfg: cfg.Promotion, srv: m.Server, cli: cli, asOf: front.Freshness().AsOf,
+		r := &roles{lg: lg.Named("role"), cfg: cfg.Promotion, srv: m.Server, cli: cli, asOf: front.LastLeaderContact,
 			m: newRoleMetrics(opts.Registerer), decider: promotion.NewDecider(cfg.Promotion), unreachableSince: map[uint64]time.Time{}}
 		lg.Info("promotion policy", zap.String("role", string(cfg.Promotion.Role)), zap.Uint64("promote-max-lag", cfg.Promotion.MaxLag),
 			zap.Duration("promote-hold", cfg.Promotion.Hold), zap.Duration("failover-after", cfg.Promotion.FailoverAfter))
