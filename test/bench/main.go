@@ -22,7 +22,7 @@ func main() {
 	quick := flag.Bool("quick", false, "short runs with fewer watchers and less data (about two minutes)")
 	out := flag.String("out", "BENCHMARKS.md", "report to write")
 	raw := flag.String("json", "BENCHMARKS.json", "raw figures to write")
-	only := flag.String("only", "", "run only this scenario: generator, reads, writes, watch, catchup or mirror")
+	only := flag.String("only", "", "run only this scenario: generator, reads, writes, watch, catchup, mirror or idle")
 	replicaArgs := flag.String("replica-args", "", "extra flags for every replica, space-separated (for tuning experiments; recorded in the report)")
 	flag.Parse()
 
@@ -43,6 +43,7 @@ func main() {
 		{"watch", watchScenario},
 		{"catchup", catchupScenario},
 		{"mirror", mirrorScenario},
+		{"idle", idleScenario},
 	} {
 		if *only != "" && *only != s.name {
 			continue

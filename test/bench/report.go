@@ -158,8 +158,25 @@ func (rep report) markdown() string {
 		w("| %s | %s | %s | %s | **%.2f×** | %s |\n", c.what, c.row, c.partner, c.metric, ratio, goal)
 	}
 
+	if base, ok := byName["leader idle, 0 replicas"]; ok {
+		w("\n## Idle cost\n\n| replicas | leader CPU added per idle replica | goal |\n|---|---|---|\n")
+		for _, c := range []struct {
+			row string
+			n   int
+		}{{"leader idle, 1 replica, rounds every --freshness-interval", 1}, {"leader idle, 1 replica", 1}, {"leader idle, 4 replicas", 4}} {
+			if r, ok := byName[c.row]; ok {
+				cost := idleCost(base, r, c.n)
+				mark := "✗"
+				if cost <= 0.3 {
+					mark = "✓"
+				}
+				w("| %s | %.2f %% of a core | ≤ 0.3 %% %s |\n", c.row, cost, mark)
+			}
+		}
+	}
+
 	for _, sc := range []struct{ id, title string }{
-		{"generator", "Load generator check (the same reads by the project's generator and by etcd's benchmark tool, run generator, tool, tool, generator; each row is its two runs together)"}, {"reads", "Reads"}, {"writes", "Writes"}, {"watch", "Watch fan-out (events delivered under a steady write load)"}, {"catch-up", "Learner catch-up"}, {"mirror", "Mirror (initial sync: ops = keys, ops/s = keys per second; lag: ops = events timed)"},
+		{"generator", "Load generator check (the same reads by the project's generator and by etcd's benchmark tool, run generator, tool, tool, generator; each row is its two runs together)"}, {"reads", "Reads"}, {"writes", "Writes"}, {"watch", "Watch fan-out (events delivered under a steady write load)"}, {"catch-up", "Learner catch-up"}, {"mirror", "Mirror (initial sync: ops = keys, ops/s = keys per second; lag: ops = events timed)"}, {"idle", "Idle replicas (leader CPU-s over a quiet window; nothing is served)"},
 	} {
 		var rows []Row
 		for _, r := range rep.Rows {

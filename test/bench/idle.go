@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/understudy-kv/understudy/test/harness"
+)
+
+// idleScenario measures what idle replicas cost the leader: its CPU over a
+// quiet window with 0, 1 and 4 replicas serving nothing, and with 1 replica
+// whose freshness rounds never slow down (--freshness-idle-interval 0, the
+// behaviour before idle rounds existed).
+func idleScenario(p params) ([]Row, error) {
+	var rows []Row
+	err := scenario("idle: understudy", func(r *runner) {
+		c := harness.StartCluster(r, harness.ClusterConfig{N: 3})
+		window := 2 * p.dur
+		measure := func(name string) Row {
+			leader := c.WaitLeader(r, 30*time.Second)
+			// Let joins and catch-up traffic settle: the measured window is
+			// quiet, as an idle cluster is.
+			<-time.After(p.dur / 2)
+			m := startCPU(map[string]int{"leader": leader.Proc.PID()})
+			start := time.Now()
+			<-time.After(window)
+			return Row{Scenario: "idle", Name: name, Result: Result{Seconds: time.Since(start).Seconds(), CPU: m.stop()}}
+		}
+		rows = append(rows, measure("leader idle, 0 replicas"))
+		fast := harness.StartReplica(r, c, harness.ReplicaConfig{Name: "fast", Extra: append([]string{"--freshness-idle-interval", "0"}, p.replicaArgs...)})
+		rows = append(rows, measure("leader idle, 1 replica, rounds every --freshness-interval"))
+		fast.Stop()
+		leave(r, c, "fast")
+		for i := range 4 {
+			harness.StartReplica(r, c, harness.ReplicaConfig{Name: fmt.Sprintf("idle%d", i), Extra: p.replicaArgs})
+			if i == 0 {
+				rows = append(rows, measure("leader idle, 1 replica"))
+			}
+		}
+		rows = append(rows, measure("leader idle, 4 replicas"))
+	})
+	return rows, err
+}
+
+// leave removes the stopped replica name from c's membership.
+func leave(r *runner, c *harness.Cluster, name string) {
+	cli := c.Client(r)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ml, err := cli.MemberList(ctx)
+	if err != nil {
+		r.Fatalf("member list: %v", err)
+	}
+	for _, m := range ml.Members {
+		if m.Name == name {
+			if _, err := cli.MemberRemove(ctx, m.ID); err != nil {
+				r.Fatalf("remove %s: %v", name, err)
+			}
+		}
+	}
+}
+
+// idleCost is each idle replica's added leader CPU, as a percentage of a
+// core, from rows base (0 replicas) and with (n replicas).
+func idleCost(base, with Row, n int) float64 {
+	if base.Seconds == 0 || with.Seconds == 0 || n == 0 {
+		return 0
+	}
+	return 100 * (with.CPU["leader"]/with.Seconds - base.CPU["leader"]/base.Seconds) / float64(n)
+}
