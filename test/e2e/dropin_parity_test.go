@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -273,13 +272,7 @@ func TestReplicaAnswersEveryRPCAsAVoter(t *testing.T) {
 	}
 	testHTTPParity(t, follower.ClientURL, r.ClientURL)
 
-	for _, args := range [][]string{
-		{"user", "add", "root:rootpw"}, {"user", "grant-role", "root", "root"},
-		{"role", "add", "reader"}, {"role", "grant-permission", "reader", "read", "pub/", "--prefix"},
-		{"user", "add", "alice:alicepw"}, {"user", "grant-role", "alice", "reader"},
-		{"put", "pub/a", "1"}, {"put", "secret/a", "2"},
-		{"auth", "enable"},
-	} {
+	for _, args := range authSetup {
 		harness.MustEtcdctl(t, bins, c.Endpoints()[:1], args...)
 	}
 	ids := []struct{ name, user, password string }{{"anonymous", "", ""}, {"alice (read pub/)", "alice", "alicepw"}, {"root", "root", "rootpw"}}
@@ -365,21 +358,7 @@ func testHTTPParity(t *testing.T, voterURL, replicaURL string) {
 		{"POST", "/v3/lock/lock", fmt.Sprintf(`{"name":%q,"lease":"2147418113"}`, b64("http/lock")), "lease not found"},
 		{"POST", "/v3/election/leader", fmt.Sprintf(`{"name":%q}`, b64("http/el")), "no leader"},
 	}
-	do := func(base string, rq req) (int, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		hr, err := http.NewRequestWithContext(ctx, rq.method, base+rq.path, strings.NewReader(rq.body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(hr)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
+	do := func(base string, rq req) (int, string) { return httpDo(rq.method, base+rq.path, rq.body) }
 	// The replica's readiness may lag its first freshness rounds by a
 	// moment; wait for it, as a probe would.
 	harness.WaitFor(t, 30*time.Second, "replica /readyz 200", func() (bool, error) {

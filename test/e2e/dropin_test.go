@@ -25,18 +25,7 @@ import (
 	"github.com/understudy-kv/understudy/wire"
 )
 
-func httpGet(url string) (int, string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
+func httpGet(url string) (int, string) { return httpDo(http.MethodGet, url, "") }
 
 // A Kubernetes readiness probe admits a caught-up replica, drops it when its
 // raft link is cut (the voters keep theirs), and admits it again after.
@@ -137,13 +126,7 @@ func TestReplicaCertificateCNIsTheUser(t *testing.T) {
 	etcdctl := func(eps []string, args ...string) (string, error) {
 		return harness.Etcdctl(t, bins, eps, append(certs.EtcdctlFlags(), args...)...)
 	}
-	for _, args := range [][]string{
-		{"user", "add", "root:rootpw"}, {"user", "grant-role", "root", "root"},
-		{"role", "add", "reader"}, {"role", "grant-permission", "reader", "read", "pub/", "--prefix"},
-		{"user", "add", "alice:alicepw"}, {"user", "grant-role", "alice", "reader"},
-		{"put", "pub/a", "1"}, {"put", "secret/a", "2"},
-		{"auth", "enable"},
-	} {
+	for _, args := range authSetup {
 		if out, err := etcdctl(v, args...); err != nil {
 			t.Fatalf("etcdctl %v: %v %s", args, err, out)
 		}

@@ -3,7 +3,10 @@ package e2e
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,3 +54,32 @@ func memberID(t *testing.T, cli *clientv3.Client, endpoint string) (id uint64, l
 }
 
 func asExitError(err error, target **exec.ExitError) bool { return errors.As(err, target) }
+
+// authSetup are the etcdctl commands that give a cluster root, a role
+// "reader" that may read pub/, a user alice (password alicepw) with it, a
+// key in pub/ and one in secret/, and turn auth on.
+var authSetup = [][]string{
+	{"user", "add", "root:rootpw"}, {"user", "grant-role", "root", "root"},
+	{"role", "add", "reader"}, {"role", "grant-permission", "reader", "read", "pub/", "--prefix"},
+	{"user", "add", "alice:alicepw"}, {"user", "grant-role", "alice", "reader"},
+	{"put", "pub/a", "1"}, {"put", "secret/a", "2"},
+	{"auth", "enable"},
+}
+
+// httpDo sends one HTTP request and returns the status and body (status 0
+// and the error's text when it fails).
+func httpDo(method, url, body string) (int, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		return 0, err.Error()
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}

@@ -251,13 +251,7 @@ func TestReplicaEnforcesAuth(t *testing.T) {
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	r := startReplica(t, bins, c, "r1", replicaOpts{})
 	v := c.Endpoints()[:1]
-	for _, args := range [][]string{
-		{"user", "add", "root:rootpw"}, {"user", "grant-role", "root", "root"},
-		{"role", "add", "reader"}, {"role", "grant-permission", "reader", "read", "pub/", "--prefix"},
-		{"user", "add", "alice:alicepw"}, {"user", "grant-role", "alice", "reader"},
-		{"put", "pub/a", "1"}, {"put", "secret/a", "2"},
-		{"auth", "enable"},
-	} {
+	for _, args := range authSetup {
 		harness.MustEtcdctl(t, bins, v, args...)
 	}
 	for _, eps := range [][]string{v, {r.ClientURL}} {
