@@ -17,7 +17,8 @@ func FuzzLoadReplica(f *testing.F) {
 	f.Add("--max-concurrent-streams 99999999999 --ready-max-staleness 1ms", "1h", "{{{")
 	f.Add("--user root:pw --password x", "0s", "password: 3\n")
 	f.Fuzz(func(t *testing.T, args, env, file string) {
-		t.Setenv("UNDERSTUDY_FRESHNESS_INTERVAL", env)
+		// An environment value cannot hold NUL; every other byte goes.
+		t.Setenv("UNDERSTUDY_FRESHNESS_INTERVAL", strings.ReplaceAll(env, "\x00", ""))
 		path := filepath.Join(t.TempDir(), "replica.yaml")
 		if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 			t.Fatal(err)
