@@ -33,6 +33,7 @@ Usage:
   replica --name r1 --join http://voter:2379 \
     --listen-peer-urls http://10.0.0.5:2480 --listen-client-urls http://10.0.0.5:2479
   replica mirror …          copy a prefix into another cluster (replica mirror --help)
+  replica compare …         learner vs mirror consistency, side by side (replica compare --help)
   replica status|promote|leave …
                             members, lag, promotion (replica status --help)
 
@@ -60,6 +61,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "mirror":
 			return runMirror(ctx, args[1:], stdout, stderr)
+		case "compare":
+			return runCompare(ctx, args[1:], stdout, stderr)
 		case "status", "promote", "leave":
 			return runAdmin(ctx, args[0], args[1:], stdout, stderr)
 		}

@@ -1,0 +1,262 @@
+package compare
+
+import (
+	"time"
+)
+
+// Report is what a run found, as --json prints it.
+type Report struct {
+	Config  RunInfo      `json:"config"`
+	Writes  WriteStats   `json:"writes"`
+	Paths   []PathReport `json:"paths"`
+	Watches []WatchCheck `json:"watches"`
+}
+
+// RunInfo is the part of the configuration the numbers depend on.
+type RunInfo struct {
+	Local           bool    `json:"local"`
+	DurationS       float64 `json:"duration_s"`
+	Rate            int     `json:"rate"`
+	Keys            int     `json:"keys"`
+	Readers         int     `json:"readers"`
+	ReadRate        int     `json:"read_rate"`
+	BoundMS         float64 `json:"bound_ms"`
+	Fault           Fault   `json:"fault"`
+	FaultAtS        float64 `json:"fault_at_s,omitempty"`
+	FaultDurationS  float64 `json:"fault_duration_s,omitempty"`
+	FaultInjectedAt float64 `json:"fault_injected_at_s,omitempty"`
+	FaultHealedAt   float64 `json:"fault_healed_at_s,omitempty"`
+}
+
+// WriteStats describes the writer.
+type WriteStats struct {
+	Total     int     `json:"total"`
+	Acked     int     `json:"acked"`
+	Ambiguous int     `json:"ambiguous"`
+	PerSecond float64 `json:"per_second"`
+}
+
+// PathReport is one read path over the whole run, and per phase when there
+// was a fault.
+type PathReport struct {
+	Path Path `json:"path"`
+	// Linearizable is porcupine's verdict on the path's reads with the
+	// writer's puts: ok, illegal or unknown.
+	Linearizable string `json:"linearizable"`
+	Run          Window `json:"run"`
+	// Phases are before, during and after the fault.
+	Phases []Window `json:"phases,omitempty"`
+	// RYW are the read-your-writes probes through the path.
+	RYW RYWStats `json:"read_your_writes"`
+	// BoundViolations counts reads staler than the bound (replica-bounded
+	// only; any is a bug).
+	BoundViolations int `json:"bound_violations"`
+}
+
+// Window is a path's reads that were sent within [FromS, ToS).
+type Window struct {
+	Name  string  `json:"name"`
+	FromS float64 `json:"from_s"`
+	ToS   float64 `json:"to_s"`
+	Reads int     `json:"reads"`
+	// Errors are failed reads.
+	Errors int `json:"errors"`
+	// UnavailableMS is how long no read sent through the path succeeded.
+	UnavailableMS float64 `json:"unavailable_ms"`
+	// StaleReads are successful reads that missed an acknowledged write.
+	StaleReads   int       `json:"stale_reads"`
+	StalenessMS  Quantiles `json:"staleness_ms"`
+	StalenessRev Quantiles `json:"staleness_rev"`
+	// MonotonicViolations are reads that returned an older position than
+	// the same reader's previous read.
+	MonotonicViolations int `json:"monotonic_violations"`
+}
+
+// RYWStats counts read-your-writes probes.
+type RYWStats struct {
+	Probes     int `json:"probes"`
+	Violations int `json:"violations"`
+	Errors     int `json:"errors"`
+}
+
+// WatchCheck compares a watch's events with the writer's history: every
+// acknowledged put once, in order.
+type WatchCheck struct {
+	Watcher    string `json:"watcher"`
+	Expected   int    `json:"expected"`
+	Delivered  int    `json:"delivered"`
+	Lost       int    `json:"lost"`
+	Duplicated int    `json:"duplicated"`
+	OutOfOrder int    `json:"out_of_order"`
+	Err        string `json:"error,omitempty"`
+}
+
+// Sample is one successful read's staleness at its call time, for plots.
+type Sample struct {
+	At          time.Duration
+	StalenessMS float64
+}
+
+// Analysis is a report with the per-read samples the plots need.
+type Analysis struct {
+	Report
+	Samples map[Path][]Sample
+	// FaultWindow is when the fault was in force, zero without one.
+	FaultFrom, FaultTo time.Duration
+}
+
+// Analyze judges a history. faultFrom and faultTo are when the fault was
+// injected and healed (both 0 without a fault).
+func Analyze(cfg Config, h *History, faultFrom, faultTo time.Duration) *Analysis {
+	a := &Analysis{Samples: map[Path][]Sample{}, FaultFrom: faultFrom, FaultTo: faultTo}
+	at, length := cfg.FaultWindow()
+	a.Config = RunInfo{Local: cfg.Local, DurationS: h.Elapsed.Seconds(), Rate: cfg.Rate, Keys: cfg.Keys,
+		Readers: cfg.Readers, ReadRate: cfg.ReadRate, BoundMS: ms(cfg.Bound), Fault: cfg.Fault}
+	if cfg.Fault != FaultNone {
+		a.Config.FaultAtS, a.Config.FaultDurationS = at.Seconds(), length.Seconds()
+		a.Config.FaultInjectedAt, a.Config.FaultHealedAt = faultFrom.Seconds(), faultTo.Seconds()
+	}
+	for _, w := range h.Writes[h.Prefill:] {
+		a.Writes.Total++
+		if w.Acked {
+			a.Writes.Acked++
+		} else {
+			a.Writes.Ambiguous++
+		}
+	}
+	a.Writes.PerSecond = float64(a.Writes.Acked) / h.Elapsed.Seconds()
+
+	yard := newAcked(h)
+	byPath := map[Path][]Read{}
+	for _, r := range h.Reads {
+		byPath[r.Path] = append(byPath[r.Path], r)
+	}
+	for _, p := range Paths {
+		reads := byPath[p]
+		pr := PathReport{Path: p, Linearizable: linearizable(h, p, cfg.CheckTimeout)}
+		stale := make([]staleRead, len(reads))
+		for i, r := range reads {
+			stale[i] = staleRead{Read: r}
+			if r.OK() {
+				stale[i].ms, stale[i].revs = yard.staleness(r.Call, r.Pos)
+				a.Samples[p] = append(a.Samples[p], Sample{At: r.Call, StalenessMS: stale[i].ms})
+				if p == PathReplicaBounded && stale[i].ms > ms(cfg.Bound) {
+					pr.BoundViolations++
+				}
+			}
+		}
+		markMonotonic(stale)
+		down := outages(reads, h.Elapsed)
+		pr.Run = window("run", stale, down, 0, h.Elapsed)
+		if cfg.Fault != FaultNone {
+			pr.Phases = []Window{
+				window("before", stale, down, 0, faultFrom),
+				window("during", stale, down, faultFrom, faultTo),
+				window("after", stale, down, faultTo, h.Elapsed),
+			}
+		}
+		for _, pb := range h.Probes {
+			if pb.Path != p {
+				continue
+			}
+			pr.RYW.Probes++
+			switch {
+			case pb.Err != "":
+				pr.RYW.Errors++
+			case !pb.Saw:
+				pr.RYW.Violations++
+			}
+		}
+		a.Paths = append(a.Paths, pr)
+	}
+	for _, name := range []string{"replica", "mirror"} {
+		wc := checkWatch(h, h.Watches[name])
+		wc.Watcher, wc.Err = name, h.WatchErrs[name]
+		a.Watches = append(a.Watches, wc)
+	}
+	return a
+}
+
+type staleRead struct {
+	Read
+	ms         float64
+	revs       int64
+	nonMonoton bool
+}
+
+// markMonotonic flags each read that returned an older position than the
+// same reader's previous successful read (reads are in each reader's
+// order).
+func markMonotonic(rs []staleRead) {
+	last := map[int]int64{}
+	for i := range rs {
+		if !rs[i].OK() {
+			continue
+		}
+		if prev, ok := last[rs[i].Reader]; ok && rs[i].Pos < prev {
+			rs[i].nonMonoton = true
+		}
+		last[rs[i].Reader] = max(last[rs[i].Reader], rs[i].Pos)
+	}
+}
+
+func window(name string, rs []staleRead, down []interval, from, to time.Duration) Window {
+	w := Window{Name: name, FromS: from.Seconds(), ToS: to.Seconds()}
+	var msv, revv []float64
+	for _, r := range rs {
+		if r.Call < from || r.Call >= to {
+			continue
+		}
+		w.Reads++
+		if !r.OK() {
+			w.Errors++
+			continue
+		}
+		if r.ms > 0 {
+			w.StaleReads++
+		}
+		if r.nonMonoton {
+			w.MonotonicViolations++
+		}
+		msv, revv = append(msv, r.ms), append(revv, float64(r.revs))
+	}
+	for _, iv := range down {
+		w.UnavailableMS += ms(iv.overlap(from, to))
+	}
+	w.StalenessMS, w.StalenessRev = quantiles(msv), quantiles(revv)
+	return w
+}
+
+// checkWatch compares the events a watch delivered with the writer's
+// history after the prefill: each acknowledged put must arrive exactly
+// once and in sequence order; an ambiguous put may arrive or not.
+func checkWatch(h *History, events []Event) WatchCheck {
+	var wc WatchCheck
+	seen := map[int64]int{}
+	var prev int64
+	for _, ev := range events {
+		seen[ev.Seq]++
+		if seen[ev.Seq] > 1 {
+			wc.Duplicated++
+		}
+		if ev.Seq < prev {
+			wc.OutOfOrder++
+		}
+		prev = max(prev, ev.Seq)
+		if ev.Seq > h.Prefill {
+			wc.Delivered++
+		}
+	}
+	for _, w := range h.Writes[h.Prefill:] {
+		if !w.Acked {
+			continue
+		}
+		wc.Expected++
+		if seen[w.Seq] == 0 {
+			wc.Lost++
+		}
+	}
+	return wc
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

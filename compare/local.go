@@ -1,0 +1,98 @@
+package compare
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/understudy-kv/understudy/test/harness"
+)
+
+// Local is the topology --local runs, on 127.0.0.1: three voters whose raft
+// traffic passes TCP proxies, a replica behind a proxy of its own (so that
+// its raft links can be cut), and `replica mirror` copying the prefix into
+// a one-member destination cluster. Every part is a real process, started
+// and stopped by package harness.
+type Local struct {
+	t       testing.TB
+	Cluster *harness.Cluster
+	Replica *harness.Replica
+	Dest    *harness.Cluster
+	Mirror  *harness.Proc
+	clients Clients
+}
+
+// StartLocal starts the topology through t (a *testing.T, or a
+// harness.Runner), all of it stopped at t's cleanup; the mirror copies
+// prefix.
+func StartLocal(t testing.TB, prefix string) *Local {
+	t.Helper()
+	l := &Local{t: t}
+	l.Cluster = harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true})
+	l.Replica = harness.StartReplica(t, l.Cluster, harness.ReplicaConfig{Name: "replica", PeerProxy: true})
+	l.Dest = harness.StartCluster(t, harness.ClusterConfig{N: 1})
+	l.Mirror = harness.Start(t, harness.ProcConfig{Name: "mirror", Bin: l.Cluster.Bins.Replica, Args: []string{
+		"mirror", "--source-endpoints", strings.Join(l.Cluster.Endpoints(), ","), "--dest-endpoints", l.Dest.Endpoints()[0],
+		"--prefix", prefix, "--name", "compare", "--log-level", "warn",
+	}})
+	l.clients = Clients{Primary: l.Cluster.Client(t), Replica: localClient(t, l.Replica.ClientURL), Mirror: l.Dest.Client(t)}
+	return l
+}
+
+// Clients returns clients of the voters, the replica and the mirror's
+// destination, closed at t's cleanup.
+func (l *Local) Clients() Clients { return l.clients }
+
+func localClient(t testing.TB, url string) *clientv3.Client {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("compare: client of %s: %v", url, err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+
+// Injector applies a fault and undoes it. Inject and Heal are called from
+// one goroutine, in that order.
+type Injector interface {
+	Inject() error
+	Heal() error
+}
+
+// Injector returns what applies fault f to the topology; nil for
+// FaultNone. do runs harness calls so that a failure becomes an error
+// (harness.Runner.Do, or a function that just calls its argument under
+// go test).
+func (l *Local) Injector(f Fault, do func(func()) error) (Injector, error) {
+	switch f {
+	case FaultNone:
+		return nil, nil
+	case FaultReplicaPartition:
+		return &localFault{do: do,
+			inject: func() { l.Replica.CutPeerLinks(l.t, l.Cluster) },
+			heal:   func() { l.Replica.HealPeerLinks(l.Cluster) }}, nil
+	case FaultMirrorKill:
+		return &localFault{do: do,
+			inject: func() { l.Mirror.Kill() },
+			heal:   func() { l.Mirror.Restart(l.t) }}, nil
+	case FaultLeaderKill:
+		var leader *harness.Member
+		return &localFault{do: do,
+			inject: func() { leader = l.Cluster.Leader(l.t); leader.Proc.Kill() },
+			heal:   func() { leader.Proc.Restart(l.t) }}, nil
+	}
+	return nil, fmt.Errorf("compare: fault %q: want one of %s", f, faultNames())
+}
+
+type localFault struct {
+	do           func(func()) error
+	inject, heal func()
+}
+
+func (f *localFault) Inject() error { return f.do(f.inject) }
+func (f *localFault) Heal() error   { return f.do(f.heal) }

@@ -1,0 +1,321 @@
+package compare
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cheggaaa/pb/v3"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/understudy-kv/understudy/test/harness"
+)
+
+// preflightTimeout bounds the wait for the mirror to copy a first key.
+const preflightTimeout = 30 * time.Second
+
+// Options are what Run needs besides the configuration.
+type Options struct {
+	// Stdout receives the table, or the JSON report with JSON.
+	Stdout io.Writer
+	JSON   bool
+	// Progress, if not nil, shows a progress bar (give it a terminal).
+	Progress io.Writer
+	// HarnessLog receives the local topology's harness lines; nil drops
+	// them.
+	HarnessLog io.Writer
+	Logger     *zap.Logger
+}
+
+// Run measures every path, prints the report and writes the files under
+// cfg.Out: with cfg.Local on a topology of its own, else on the clusters
+// cfg.Endpoints names, under a prefix it deletes afterwards.
+func Run(ctx context.Context, cfg Config, opts Options) (*Analysis, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Stdout == nil {
+		opts.Stdout = io.Discard
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	var (
+		a   *Analysis
+		err error
+	)
+	if cfg.Local {
+		a, err = runLocal(ctx, cfg, opts)
+	} else {
+		a, err = runRemote(ctx, cfg, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if opts.JSON {
+		err = a.JSON(opts.Stdout)
+	} else {
+		err = a.Table(opts.Stdout)
+	}
+	if err != nil {
+		return a, err
+	}
+	if cfg.Out != "" {
+		if err := a.WriteFiles(cfg.Out); err != nil {
+			return a, err
+		}
+		if !opts.JSON {
+			fmt.Fprintf(opts.Stdout, "report and plots in %s\n", cfg.Out)
+		}
+	}
+	return a, nil
+}
+
+func runLocal(ctx context.Context, cfg Config, opts Options) (*Analysis, error) {
+	r := harness.NewRunner("compare", opts.HarnessLog)
+	defer r.Finish()
+	var l *Local
+	if err := r.Do(func() { l = StartLocal(r, cfg.Prefix) }); err != nil {
+		return nil, fmt.Errorf("compare: local topology: %w", err)
+	}
+	inj, err := l.Injector(cfg.Fault, r.Do)
+	if err != nil {
+		return nil, err
+	}
+	return Measure(ctx, cfg, l.Clients(), inj, opts)
+}
+
+func runRemote(ctx context.Context, cfg Config, opts Options) (*Analysis, error) {
+	var cl Clients
+	for _, side := range []struct {
+		flag string
+		urls []string
+		dst  **clientv3.Client
+	}{{"primary", cfg.Endpoints.Primary, &cl.Primary}, {"replica", cfg.Endpoints.Replica, &cl.Replica}, {"mirror-dest", cfg.Endpoints.MirrorDest, &cl.Mirror}} {
+		cli, err := dial(cfg.Endpoints, side.urls, opts.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("compare: --%s: %w", side.flag, err)
+		}
+		defer cli.Close()
+		*side.dst = cli
+	}
+	rctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	resp, err := cl.Primary.Get(rctx, cfg.Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("compare: --primary: %w", err)
+	}
+	if resp.Count > 0 {
+		return nil, fmt.Errorf("%w (%q holds %d)", ErrPrefixInUse, cfg.Prefix, resp.Count)
+	}
+	defer func() {
+		// Everything under the prefix is compare's; the mirror carries
+		// the deletion to the destination.
+		dctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout)
+		defer cancel()
+		if _, err := cl.Primary.Delete(dctx, cfg.Prefix, clientv3.WithPrefix()); err != nil {
+			opts.Logger.Warn("could not delete the prefix", zap.String("prefix", cfg.Prefix), zap.Error(err))
+		}
+	}()
+	return Measure(ctx, cfg, cl, nil, opts)
+}
+
+func dial(e Endpoints, urls []string, lg *zap.Logger) (*clientv3.Client, error) {
+	cfg := clientv3.Config{Endpoints: urls, DialTimeout: 5 * time.Second, Logger: lg.Named("client").WithOptions(zap.IncreaseLevel(zap.WarnLevel))}
+	if e.CACert != "" || e.Cert != "" || e.InsecureSkipVerify {
+		info := transport.TLSInfo{TrustedCAFile: e.CACert, CertFile: e.Cert, KeyFile: e.Key, InsecureSkipVerify: e.InsecureSkipVerify}
+		tc, err := info.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("--cacert/--cert/--key: %w", err)
+		}
+		cfg.TLS = tc
+	}
+	if e.User != "" {
+		cfg.Username, cfg.Password, _ = strings.Cut(e.User, ":")
+		if e.Password != "" {
+			cfg.Password = e.Password
+		}
+	}
+	return clientv3.New(cfg)
+}
+
+// Measure runs the workload against cl, injects and heals the fault with
+// inj (nil: none), and judges what it saw. The mirror must copy cfg.Prefix
+// into cl.Mirror under the same names.
+func Measure(ctx context.Context, cfg Config, cl Clients, inj Injector, opts Options) (*Analysis, error) {
+	if err := preflight(ctx, cfg, cl); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := &workload{cfg: cfg, cl: cl}
+	started := make(chan time.Time, 1)
+	type result struct {
+		h   *History
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		h, err := w.run(ctx, started)
+		done <- result{h, err}
+	}()
+	var base time.Time
+	select {
+	case base = <-started:
+	case r := <-done:
+		return nil, r.err
+	}
+	bar := startBar(opts.Progress, base, cfg.Duration)
+	defer bar.stop()
+
+	var from, to time.Duration
+	var faultErr error
+	if inj != nil {
+		at, length := cfg.FaultWindow()
+		if waitUntil(ctx, base.Add(at)) {
+			from = time.Since(base)
+			bar.status("fault: " + string(cfg.Fault))
+			opts.Logger.Info("injecting", zap.String("fault", string(cfg.Fault)), zap.Duration("at", from))
+			if faultErr = inj.Inject(); faultErr == nil {
+				waitUntil(ctx, base.Add(at+length))
+			}
+			to = time.Since(base)
+			bar.status("healed")
+			faultErr = errors.Join(faultErr, inj.Heal())
+			opts.Logger.Info("healed", zap.String("fault", string(cfg.Fault)), zap.Duration("at", to))
+		}
+		if faultErr != nil {
+			cancel()
+			<-done
+			return nil, fmt.Errorf("compare: fault %s: %w", cfg.Fault, faultErr)
+		}
+	}
+	r := <-done
+	if r.err != nil {
+		return nil, r.err
+	}
+	bar.status("checking")
+	return Analyze(cfg, r.h, from, to), nil
+}
+
+// preflight checks that the mirror copies the prefix: a key put now must
+// reach the destination.
+func preflight(ctx context.Context, cfg Config, cl Clients) error {
+	key := cfg.Prefix + "ready"
+	rctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	resp, err := cl.Primary.Put(rctx, key, "1")
+	cancel()
+	if err != nil {
+		return fmt.Errorf("compare: put %s through the primary: %w", key, err)
+	}
+	deadline := time.Now().Add(preflightTimeout)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+		got, err := cl.Mirror.Get(rctx, key)
+		cancel()
+		if err == nil && got.Count == 1 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("compare: %s (revision %d on the primary) did not reach the mirror's destination within %v (last error: %v): is a mirror copying --prefix %s there?",
+				key, resp.Header.Revision, preflightTimeout, err, cfg.Prefix)
+		}
+		if !waitUntil(ctx, time.Now().Add(50*time.Millisecond)) {
+			return ctx.Err()
+		}
+	}
+}
+
+// waitUntil waits until t or ctx's end, and says whether t came.
+func waitUntil(ctx context.Context, t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// progress is a bar of the run's elapsed time, on a terminal.
+type progress struct {
+	bar  *pb.ProgressBar
+	stop func()
+}
+
+func startBar(w io.Writer, base time.Time, d time.Duration) *progress {
+	if w == nil {
+		return &progress{stop: func() {}}
+	}
+	bar := pb.New64(int64(d/time.Second)).SetWriter(w).
+		SetTemplateString(`compare {{counters . }} s {{bar . }} {{percent . }} {{string . "status"}}`).Start()
+	bar.Set("status", "running")
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+				bar.SetCurrent(min(int64(time.Since(base)/time.Second), bar.Total()))
+				if time.Since(base) >= d {
+					bar.Set("status", "draining the watches")
+				}
+			}
+		}
+	})
+	return &progress{bar: bar, stop: func() {
+		close(quit)
+		wg.Wait()
+		bar.Finish()
+	}}
+}
+
+func (p *progress) status(s string) {
+	if p.bar != nil {
+		p.bar.Set("status", s)
+	}
+}
+
+// WriteFiles writes report.json, table.md and the plots into dir.
+func (a *Analysis) WriteFiles(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("compare: --out: %w", err)
+	}
+	for name, write := range map[string]func(io.Writer) error{
+		"report.json": a.JSON,
+		"table.md":    a.Markdown,
+	} {
+		if err := writeFile(filepath.Join(dir, name), write); err != nil {
+			return err
+		}
+	}
+	return a.Plots(dir)
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("compare: %w", err)
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("compare: write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("compare: %w", err)
+	}
+	return nil
+}

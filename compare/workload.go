@@ -1,0 +1,356 @@
+package compare
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/understudy-kv/understudy/wire"
+)
+
+// Clients reach the three clusters. Primary reaches the voters, Replica the
+// replica, Mirror the mirror's destination.
+type Clients struct {
+	Primary, Replica, Mirror *clientv3.Client
+}
+
+// probeInterval paces each path's read-your-writes probes.
+const probeInterval = 100 * time.Millisecond
+
+// workload drives one run: the writer, the readers, the probes and the
+// watchers. Each goroutine keeps what it observed in its own slice; run
+// merges them once all have stopped, so nothing is shared while they run.
+type workload struct {
+	cfg Config
+	cl  Clients
+	// base is time 0 of the run.
+	base time.Time
+	// lastAcked is the sequence number of the writer's latest acknowledged
+	// put; the drain waits for the watches to deliver it.
+	lastAcked atomic.Int64
+}
+
+func (w *workload) now() time.Duration { return time.Since(w.base) }
+
+func (w *workload) key(seq int64) string {
+	return w.cfg.Prefix + "k/" + fmt.Sprintf("%04d", (seq-1)%int64(w.cfg.Keys))
+}
+
+func (w *workload) rangePrefix() string { return w.cfg.Prefix + "k/" }
+
+// prefill writes every key once (sequence numbers 1 to Keys), so that every
+// read returns every key. Its writes happen before time 0.
+func (w *workload) prefill(ctx context.Context) ([]Write, error) {
+	start := time.Now()
+	var out []Write
+	for seq := int64(1); seq <= int64(w.cfg.Keys); seq++ {
+		call := time.Since(start)
+		rctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
+		resp, err := w.cl.Primary.Put(rctx, w.key(seq), strconv.FormatInt(seq, 10))
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("compare: prefill put %s: %w", w.key(seq), err)
+		}
+		out = append(out, Write{Seq: seq, Key: w.key(seq), Call: call, Return: time.Since(start), Rev: resp.Header.Revision, Acked: true})
+	}
+	// Shift to the run's clock, which starts now.
+	w.base = time.Now()
+	shift := w.base.Sub(start)
+	for i := range out {
+		out[i].Call -= shift
+		out[i].Return -= shift
+	}
+	w.lastAcked.Store(int64(w.cfg.Keys))
+	return out, nil
+}
+
+// write puts sequence numbers from first on, at cfg.Rate, until ctx ends.
+func (w *workload) write(ctx context.Context, first int64) []Write {
+	var out []Write
+	tick := time.NewTicker(time.Second / time.Duration(w.cfg.Rate))
+	defer tick.Stop()
+	for seq := first; ; seq++ {
+		select {
+		case <-ctx.Done():
+			return out
+		case <-tick.C:
+		}
+		wr := Write{Seq: seq, Key: w.key(seq), Call: w.now()}
+		// Not ctx: a put in flight when the run ends must get its answer,
+		// or it would count as ambiguous.
+		rctx, cancel := context.WithTimeout(context.Background(), w.cfg.RequestTimeout)
+		resp, err := w.cl.Primary.Put(rctx, wr.Key, strconv.FormatInt(seq, 10))
+		cancel()
+		wr.Return = w.now()
+		if err == nil {
+			wr.Rev, wr.Acked = resp.Header.Revision, true
+			w.lastAcked.Store(seq)
+		}
+		out = append(out, wr)
+	}
+}
+
+// reader returns how path p reads: the client and the request options.
+func (w *workload) reader(p Path) (*clientv3.Client, []clientv3.OpOption, func(context.Context) context.Context) {
+	plain := func(ctx context.Context) context.Context { return ctx }
+	switch p {
+	case PathLeader:
+		return w.cl.Primary, nil, plain
+	case PathReplicaStrong:
+		return w.cl.Replica, nil, plain
+	case PathReplicaWeak:
+		return w.cl.Replica, []clientv3.OpOption{clientv3.WithSerializable()}, plain
+	case PathReplicaBounded:
+		bound := w.cfg.Bound.String()
+		return w.cl.Replica, []clientv3.OpOption{clientv3.WithSerializable()}, func(ctx context.Context) context.Context {
+			return metadata.AppendToOutgoingContext(ctx, wire.MaxStalenessKey, bound)
+		}
+	default: // PathMirror: the destination's own default read
+		return w.cl.Mirror, nil, plain
+	}
+}
+
+// writer returns the client a read-your-writes probe of path p writes
+// through: the replica for its paths (it forwards writes), the primary
+// otherwise (a mirror's copy is not for writing).
+func (w *workload) writer(p Path) *clientv3.Client {
+	switch p {
+	case PathReplicaStrong, PathReplicaWeak, PathReplicaBounded:
+		return w.cl.Replica
+	default:
+		return w.cl.Primary
+	}
+}
+
+// read reads the key range through p at cfg.ReadRate until ctx ends.
+func (w *workload) read(ctx context.Context, p Path, id int) []Read {
+	cli, opts, md := w.reader(p)
+	opts = append(opts, clientv3.WithPrefix())
+	var out []Read
+	tick := time.NewTicker(time.Second / time.Duration(w.cfg.ReadRate))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return out
+		case <-tick.C:
+		}
+		rd := Read{Path: p, Reader: id, Call: w.now()}
+		rctx, cancel := context.WithTimeout(md(context.Background()), w.cfg.RequestTimeout)
+		resp, err := cli.Get(rctx, w.rangePrefix(), opts...)
+		cancel()
+		rd.Return = w.now()
+		if err == nil {
+			rd.Pos, err = maxSeq(resp)
+		}
+		if err != nil {
+			rd.Err = err.Error()
+		}
+		out = append(out, rd)
+	}
+}
+
+// maxSeq is the largest sequence number among the values of resp.
+func maxSeq(resp *clientv3.GetResponse) (int64, error) {
+	var m int64
+	for _, kv := range resp.Kvs {
+		v, err := strconv.ParseInt(string(kv.Value), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("compare: key %q holds %q, not a sequence number: is the prefix shared?", kv.Key, kv.Value)
+		}
+		m = max(m, v)
+	}
+	return m, nil
+}
+
+// probe puts a counter through p's writer and reads it back through p at
+// once, every probeInterval, until ctx ends.
+func (w *workload) probe(ctx context.Context, p Path) []Probe {
+	cli, opts, md := w.reader(p)
+	key := w.cfg.Prefix + "ryw/" + string(p)
+	var out []Probe
+	tick := time.NewTicker(probeInterval)
+	defer tick.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-ctx.Done():
+			return out
+		case <-tick.C:
+		}
+		val := strconv.Itoa(n)
+		pr := Probe{Path: p, Call: w.now()}
+		rctx, cancel := context.WithTimeout(md(context.Background()), w.cfg.RequestTimeout)
+		_, err := w.writer(p).Put(rctx, key, val)
+		var resp *clientv3.GetResponse
+		if err == nil {
+			resp, err = cli.Get(rctx, key, opts...)
+		}
+		cancel()
+		pr.Return = w.now()
+		if err != nil {
+			pr.Err = err.Error()
+		} else {
+			pr.Saw = len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) == val
+		}
+		out = append(out, pr)
+	}
+}
+
+// watcher is one watch of the key range; events and err are complete once
+// done is closed.
+type watcher struct {
+	events []Event
+	err    string
+	last   atomic.Int64 // highest sequence number seen
+	done   chan struct{}
+}
+
+// watch watches the key range on cli from its current revision on, and
+// returns once the watch is established.
+func (w *workload) watch(ctx context.Context, cli *clientv3.Client, name string) (*watcher, error) {
+	wt := &watcher{done: make(chan struct{})}
+	// Not WithRequireLeader: a replica cut off from its leader ends such
+	// streams, and this watch must stall and resume instead.
+	wch := cli.Watch(ctx, w.rangePrefix(), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	created := make(chan error, 1)
+	go func() {
+		defer close(wt.done)
+		first := true
+		for resp := range wch {
+			if first {
+				first = false
+				created <- resp.Err()
+			}
+			if err := resp.Err(); err != nil {
+				if ctx.Err() == nil {
+					wt.err = err.Error()
+				}
+				continue
+			}
+			at := w.now()
+			for _, ev := range resp.Events {
+				if ev.Type != clientv3.EventTypePut {
+					continue
+				}
+				seq, err := strconv.ParseInt(string(ev.Kv.Value), 10, 64)
+				if err != nil {
+					wt.err = fmt.Sprintf("key %q holds %q, not a sequence number", ev.Kv.Key, ev.Kv.Value)
+					continue
+				}
+				wt.events = append(wt.events, Event{Seq: seq, Rev: ev.Kv.ModRevision, At: at})
+				if seq > wt.last.Load() {
+					wt.last.Store(seq)
+				}
+			}
+		}
+		if first {
+			created <- errors.New("watch closed before it was created")
+		}
+	}()
+	select {
+	case err := <-created:
+		if err != nil {
+			return nil, fmt.Errorf("compare: watch %s: %w", name, err)
+		}
+	case <-time.After(w.cfg.RequestTimeout):
+		return nil, fmt.Errorf("compare: watch %s: not created within %v", name, w.cfg.RequestTimeout)
+	}
+	return wt, nil
+}
+
+// run runs the workload for cfg.Duration, then waits up to cfg.Drain for
+// both watches to deliver the last acknowledged write. It sends time 0 on
+// started (buffered) once the watches are established.
+func (w *workload) run(ctx context.Context, started chan<- time.Time) (*History, error) {
+	h := &History{Watches: map[string][]Event{}, WatchErrs: map[string]string{}}
+	pre, err := w.prefill(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h.Prefill = int64(len(pre))
+	wctx, stopWatches := context.WithCancel(ctx)
+	defer stopWatches()
+	watchers := map[string]*watcher{}
+	for name, cli := range map[string]*clientv3.Client{"replica": w.cl.Replica, "mirror": w.cl.Mirror} {
+		wt, err := w.watch(wctx, cli, name)
+		if err != nil {
+			return nil, err
+		}
+		watchers[name] = wt
+	}
+
+	w.base = time.Now()
+	started <- w.base
+	runCtx, cancel := context.WithDeadline(ctx, w.base.Add(w.cfg.Duration))
+	defer cancel()
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		writes []Write
+	)
+	wg.Go(func() {
+		ws := w.write(runCtx, h.Prefill+1)
+		mu.Lock()
+		writes = ws
+		mu.Unlock()
+	})
+	for _, p := range Paths {
+		for id := range w.cfg.Readers {
+			wg.Go(func() {
+				rs := w.read(runCtx, p, id)
+				mu.Lock()
+				h.Reads = append(h.Reads, rs...)
+				mu.Unlock()
+			})
+		}
+		wg.Go(func() {
+			ps := w.probe(runCtx, p)
+			mu.Lock()
+			h.Probes = append(h.Probes, ps...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	h.Elapsed = w.now()
+	h.Writes = append(pre, writes...)
+
+	// Drain: both watches deliver the last acknowledged write, or the
+	// deadline passes and what is missing counts as lost.
+	last := w.lastAcked.Load()
+	drain := time.NewTimer(w.cfg.Drain)
+	defer drain.Stop()
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for drained := false; !drained; {
+		drained = true
+		for _, wt := range watchers {
+			drained = drained && wt.last.Load() >= last
+		}
+		if drained {
+			break
+		}
+		select {
+		case <-drain.C:
+			drained = true
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-poll.C:
+		}
+	}
+	stopWatches()
+	for name, wt := range watchers {
+		<-wt.done
+		h.Watches[name] = wt.events
+		if wt.err != "" {
+			h.WatchErrs[name] = wt.err
+		}
+	}
+	return h, nil
+}
