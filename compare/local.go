@@ -56,7 +56,6 @@ func localClient(t testing.TB, url string) *clientv3.Client {
 	return cli
 }
 
-
 // Injector applies a fault and undoes it. Inject and Heal are called from
 // one goroutine, in that order.
 type Injector interface {

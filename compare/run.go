@@ -256,7 +256,7 @@ func startBar(w io.Writer, base time.Time, d time.Duration) *progress {
 	if w == nil {
 		return &progress{stop: func() {}}
 	}
-	bar := pb.New64(int64(d/time.Second)).SetWriter(w).
+	bar := pb.New64(int64(d / time.Second)).SetWriter(w).
 		SetTemplateString(`compare {{counters . }} s {{bar . }} {{percent . }} {{string . "status"}}`).Start()
 	bar.Set("status", "running")
 	quit := make(chan struct{})
