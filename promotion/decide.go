@@ -83,20 +83,11 @@ func (c Config) Validate() error {
 	return errors.Join(problems...)
 }
 
-// Voter is one voting member as the caller sees it.
-type Voter struct {
-	ID   uint64
-	Name string
-	// Reachable: it answered the caller's last health check.
-	Reachable bool
-	// UnreachableSince is when it stopped answering; zero if reachable.
-	UnreachableSince time.Time
-}
-
 // Observation is the cluster as the replica sees it at Now.
 type Observation struct {
-	Now    time.Time
-	SelfID uint64
+	Now      time.Time
+	SelfID   uint64
+	SelfName string
 	// IsLearner is false once the replica has been promoted.
 	IsLearner bool
 	// Leader is the leader's member ID; 0 if none is known.
@@ -104,13 +95,17 @@ type Observation struct {
 	// LastLeaderContact is when the replica last heard from the leader.
 	LastLeaderContact time.Time
 	// Applied is the replica's applied index; LeaderCommit the leader's
-	// commit index.
+	// commit index, 0 if the leader's could not be read.
 	Applied, LeaderCommit uint64
-	// Voters are the voting members, without the replica.
+	// Voters are the voting members, without the replica, with what the
+	// caller learned of each this round.
 	Voters []Voter
 	// HoldsFailoverLock: the replica holds the lock that lets one standby
-	// act at a time.
+	// act at a time, and the lock's session is alive.
 	HoldsFailoverLock bool
+	// Failover is the failover record persisted in the cluster, as last
+	// read; nil if no failover is under way.
+	Failover *Record
 }
 
 // Lag is how many entries the replica trails the leader's commit.
@@ -127,6 +122,8 @@ func CaughtUp(c Config, o Observation) (ok bool, why string) {
 	var reasons []string
 	if o.Leader == 0 {
 		reasons = append(reasons, "no leader is known")
+	} else if o.LeaderCommit == 0 {
+		reasons = append(reasons, "the leader's commit index is unknown")
 	}
 	if o.LastLeaderContact.IsZero() {
 		reasons = append(reasons, "it has never heard from the leader")
@@ -153,33 +150,52 @@ const (
 	RemoveVoter
 	// AcquireFailoverLock asks the caller to try for the lock.
 	AcquireFailoverLock
-	// ReleaseFailoverLock: the failover is over (or no longer needed).
+	// ReleaseFailoverLock: the failover is over, no longer needed, or this
+	// replica cannot carry it on.
 	ReleaseFailoverLock
+	// WriteRecord persists Action.Record as the failover record, only while
+	// the caller holds the lock.
+	WriteRecord
+	// ClearRecord deletes the failover record (Action.Record is the one
+	// read), only while the caller holds the lock: the failover is finished
+	// or abandoned.
+	ClearRecord
 )
 
 func (k Kind) String() string {
-	return [...]string{"none", "promote", "remove-voter", "acquire-failover-lock", "release-failover-lock"}[k]
+	return [...]string{"none", "promote", "remove-voter", "acquire-failover-lock", "release-failover-lock", "write-failover-record", "clear-failover-record"}[k]
 }
 
-// Action is one step for the caller.
+// Action is one step for the caller. The caller carries it out and reports
+// the outcome with Decider.Done.
 type Action struct {
 	Kind   Kind
 	Target uint64
+	// Record is the record to write (WriteRecord), or the record a Promote,
+	// RemoveVoter or ClearRecord is based on: the caller acts only if the
+	// persisted record is still this one.
+	Record *Record
 	Reason string
 }
 
-// Decider turns observations into actions. One goroutine calls Step.
+// Decider turns observations into actions. One goroutine calls Step, Blind
+// and Done.
 type Decider struct {
 	cfg Config
 	// caughtUpSince is when the current unbroken run of caught-up
 	// observations began; zero if the last one was not.
 	caughtUpSince time.Time
-	// failingOver is the dead voter a standby is replacing.
-	failingOver uint64
+	// silentSince is, per voter, when the current unbroken run of
+	// observations in which it was silent began.
+	silentSince map[uint64]time.Time
+	// retryAt delays the next action after failures; failures counts them
+	// in a row.
+	retryAt  time.Time
+	failures int
 }
 
 // NewDecider returns a Decider for cfg.
-func NewDecider(cfg Config) *Decider { return &Decider{cfg: cfg} }
+func NewDecider(cfg Config) *Decider { return &Decider{cfg: cfg, silentSince: map[uint64]time.Time{}} }
 
 // Step takes one observation and says what to do next.
 func (d *Decider) Step(o Observation) Action {
@@ -190,87 +206,51 @@ func (d *Decider) Step(o Observation) Action {
 	} else {
 		d.caughtUpSince = time.Time{}
 	}
+	d.track(o)
 	held := !d.caughtUpSince.IsZero() && o.Now.Sub(d.caughtUpSince) >= d.cfg.Hold
 
+	var a Action
 	switch d.cfg.Role {
 	case RoleVoter:
 		if o.IsLearner && held {
-			return Action{Kind: Promote, Target: o.SelfID, Reason: fmt.Sprintf("caught up for %v: %d entries behind", o.Now.Sub(d.caughtUpSince).Round(time.Millisecond), Lag(o))}
+			a = Action{Kind: Promote, Target: o.SelfID, Reason: fmt.Sprintf("caught up for %v: %d entries behind", o.Now.Sub(d.caughtUpSince).Round(time.Millisecond), Lag(o))}
 		}
 	case RoleStandby:
-		return d.standby(o, held)
+		a = d.standby(o, held)
+	}
+	// After a failure, wait before trying again; letting go of the lock
+	// never waits.
+	if a.Kind != None && a.Kind != ReleaseFailoverLock && o.Now.Before(d.retryAt) {
+		return Action{}
+	}
+	return a
+}
+
+// Blind tells the core that observing failed at now: it cannot tell who is
+// caught up or dead, so every hold starts over, and a standby holding the
+// lock lets it go for one that can act.
+func (d *Decider) Blind(now time.Time, holdsLock bool) Action {
+	d.caughtUpSince = time.Time{}
+	clear(d.silentSince)
+	if holdsLock {
+		return Action{Kind: ReleaseFailoverLock, Reason: "cannot observe the cluster"}
 	}
 	return Action{}
 }
 
-func (d *Decider) standby(o Observation, held bool) Action {
-	dead := d.dead(o)
-	if !o.IsLearner {
-		// Promoted: finish by removing the voter it replaced, if that is
-		// still dead and removing it keeps a live quorum.
-		if d.failingOver != 0 {
-			for _, v := range dead {
-				if v.ID == d.failingOver && liveQuorumAfter(o, -1) {
-					d.failingOver = 0
-					return Action{Kind: RemoveVoter, Target: v.ID, Reason: fmt.Sprintf("voter %s unreachable since %v, replaced by this standby", v.Name, v.UnreachableSince.Format(time.RFC3339))}
-				}
-			}
-			d.failingOver = 0
-		}
-		if o.HoldsFailoverLock {
-			return Action{Kind: ReleaseFailoverLock, Reason: "failover done"}
-		}
-		return Action{}
+// Done feeds back the outcome of an action the caller carried out at now:
+// after a failure the next action waits, doubling up to 5 s.
+func (d *Decider) Done(now time.Time, a Action, err error) {
+	if err == nil {
+		d.failures, d.retryAt = 0, time.Time{}
+		return
 	}
-	if len(dead) == 0 {
-		d.failingOver = 0
-		if o.HoldsFailoverLock {
-			return Action{Kind: ReleaseFailoverLock, Reason: "every voter is reachable again"}
-		}
-		return Action{}
-	}
-	if !held || o.Leader == 0 {
-		return Action{} // not caught up: a voter that lags would not help
-	}
-	if !liveQuorumAfter(o, +1) {
-		return Action{} // the change could not commit, or would leave no live quorum
-	}
-	if !o.HoldsFailoverLock {
-		return Action{Kind: AcquireFailoverLock, Reason: fmt.Sprintf("voter %s unreachable for %v", dead[0].Name, o.Now.Sub(dead[0].UnreachableSince).Round(time.Millisecond))}
-	}
-	d.failingOver = dead[0].ID
-	return Action{Kind: Promote, Target: o.SelfID, Reason: fmt.Sprintf("replacing voter %s, unreachable for %v", dead[0].Name, o.Now.Sub(dead[0].UnreachableSince).Round(time.Millisecond))}
+	d.failures++
+	wait := roleRetryBase << min(d.failures-1, 5)
+	d.retryAt = now.Add(min(wait, roleRetryMax))
 }
 
-// dead lists the voters unreachable for longer than FailoverAfter.
-func (d *Decider) dead(o Observation) []Voter {
-	var out []Voter
-	for _, v := range o.Voters {
-		if v.ID != o.SelfID && !v.Reachable && !v.UnreachableSince.IsZero() && o.Now.Sub(v.UnreachableSince) > d.cfg.FailoverAfter {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// liveQuorumAfter reports whether, after adding (+1: promoting the
-// replica, which is live) or removing (-1: a dead voter) one voter, the
-// live voters would still be a quorum of all voters.
-func liveQuorumAfter(o Observation, change int) bool {
-	n, live := len(o.Voters), 0
-	for _, v := range o.Voters {
-		if v.Reachable {
-			live++
-		}
-	}
-	if !o.IsLearner {
-		n, live = n+1, live+1 // the replica itself, now a voter
-	}
-	switch change {
-	case +1:
-		n, live = n+1, live+1
-	case -1:
-		n-- // removing a dead voter leaves live as it is
-	}
-	return live >= n/2+1
-}
+const (
+	roleRetryBase = 200 * time.Millisecond
+	roleRetryMax  = 5 * time.Second
+)

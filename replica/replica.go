@@ -127,6 +127,13 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		closeAll(listeners)
 		return err
 	}
+	var r *roles
+	if cfg.Promotion.Role != promotion.RoleReader {
+		if r, err = newRoles(lg.Named("role"), cfg, m.Server, front.LastLeaderContact, opts.Registerer); err != nil {
+			closeAll(listeners)
+			return err
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	for i, l := range listeners {
 		if i < len(listeners)-len(metricsListeners) {
@@ -152,8 +159,6 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		}
 	})
 	if cfg.Promotion.Role != promotion.RoleReader {
-		r := &roles{lg: lg.Named("role"), cfg: cfg.Promotion, srv: m.Server, cli: cli, asOf: front.LastLeaderContact,
-			m: newRoleMetrics(opts.Registerer), decider: promotion.NewDecider(cfg.Promotion), unreachableSince: map[uint64]time.Time{}}
 		lg.Info("promotion policy", zap.String("role", string(cfg.Promotion.Role)), zap.Uint64("promote-max-lag", cfg.Promotion.MaxLag),
 			zap.Duration("promote-hold", cfg.Promotion.Hold), zap.Duration("failover-after", cfg.Promotion.FailoverAfter))
 		g.Go(func() error { r.run(gctx); return nil })

@@ -2,25 +2,29 @@ package replica
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"strings"
+	"net/http"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.etcd.io/etcd/server/v3/etcdserver"
 	"go.uber.org/zap"
 
+	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/promotion"
 )
 
-// failoverLockKey is where standbys take turns: one acts at a time.
-const failoverLockKey = "\x00understudy/failover-lock"
-
 // roleInterval is how often the role loop observes the cluster.
 const roleInterval = 200 * time.Millisecond
+
+// rolesAutoSync is how often the roles' client refreshes its endpoints
+// from the member list, so that membership calls follow the cluster, not
+// the --join list.
+const rolesAutoSync = 10 * time.Second
 
 type roleMetrics struct {
 	lag          prometheus.Gauge
@@ -28,6 +32,9 @@ type roleMetrics struct {
 	promotions   *prometheus.CounterVec
 	removals     *prometheus.CounterVec
 	wouldPromote prometheus.Gauge
+	silent       prometheus.Gauge
+	lockHeld     prometheus.Gauge
+	steps        *prometheus.CounterVec
 }
 
 func newRoleMetrics(reg prometheus.Registerer) *roleMetrics {
@@ -35,22 +42,29 @@ func newRoleMetrics(reg prometheus.Registerer) *roleMetrics {
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "lag_entries",
 			Help: "Entries the replica's applied index trails the leader's commit index."}),
 		sinceLeader: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "leader_contact_age_seconds",
-			Help: "Time since the replica last heard from the leader (the start of its last completed ReadIndex round)."}),
+			Help: "Time since the replica last heard from the leader."}),
 		promotions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "replica", Name: "promotions_total",
 			Help: "Promotions of this replica to voter, by role and outcome."}, []string{"role", "outcome"}),
 		removals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "replica", Name: "failover_removals_total",
-			Help: "Dead voters removed by this replica after replacing them, by outcome."}, []string{"outcome"}),
+			Help: "Removals of a dead voter by this replica during a failover, by outcome."}, []string{"outcome"}),
 		wouldPromote: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "promotable",
 			Help: "1 if the replica meets understudy's promotion rule now (caught up and in contact with the leader), else 0."}),
+		silent: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "silent_voters",
+			Help: "Voters silent in the last observation: no peer URL answers and the leader does not replicate to them."}),
+		lockHeld: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "failover_lock_held",
+			Help: "1 while this standby holds the failover lock, else 0."}),
+		steps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "replica", Name: "failover_steps_total",
+			Help: "Failover actions carried out by this replica, by action and outcome."}, []string{"action", "outcome"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.lag, m.sinceLeader, m.promotions, m.removals, m.wouldPromote)
+		reg.MustRegister(m.lag, m.sinceLeader, m.promotions, m.removals, m.wouldPromote, m.silent, m.lockHeld, m.steps)
 	}
 	return m
 }
 
 // roles observes the cluster for the promotion core and carries out what
-// it decides. Its loop is the only code that changes membership.
+// it decides, feeding every outcome back. Its loop is the only code that
+// changes membership.
 type roles struct {
 	lg      *zap.Logger
 	cfg     promotion.Config
@@ -59,33 +73,86 @@ type roles struct {
 	asOf    func() time.Time
 	m       *roleMetrics
 	decider *promotion.Decider
+	// leaderHTTP reads the leader's /debug/vars; peerHTTP probes peer URLs.
+	leaderHTTP, peerHTTP *http.Client
+	lock                 failoverLock
+	// silentNames are the silent voters as last logged.
+	silentNames []string
+}
 
-	unreachableSince map[uint64]time.Time
-	unreachable      string // names of unreachable voters, as last logged
-	session          *concurrency.Session
-	lock             *concurrency.Mutex
-	locked           bool
+// newRoles builds the role loop with its own long-lived client: its
+// endpoints start as --join plus every voter's client URLs and follow the
+// member list (auto-sync), so a dead voter that was the only --join
+// endpoint does not stop the failover.
+func newRoles(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, asOf func() time.Time, reg prometheus.Registerer) (*roles, error) {
+	eps := slices.Clone(cfg.Join)
+	for _, m := range srv.Cluster().Members() {
+		if !m.IsLearner {
+			eps = append(eps, m.ClientURLs...)
+		}
+	}
+	slices.Sort(eps)
+	eps = slices.Compact(eps)
+	cliTLS, err := clientTLS(cfg.ClientTLS, eps)
+	if err != nil {
+		return nil, err
+	}
+	peerTLS, err := clientTLS(cfg.PeerTLS, cfg.AdvertisePeerURLs)
+	if err != nil {
+		return nil, err
+	}
+	user, password := cfg.Credentials()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, TLS: cliTLS, DialTimeout: 5 * time.Second,
+		AutoSyncInterval: rolesAutoSync, Username: user, Password: password,
+		Logger: lg.Named("client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))})
+	if err != nil {
+		return nil, fmt.Errorf("replica: roles: client for %v: %w", eps, err)
+	}
+	return &roles{
+		lg: lg, cfg: cfg.Promotion, srv: srv, cli: cli, asOf: asOf, m: newRoleMetrics(reg),
+		decider:    promotion.NewDecider(cfg.Promotion),
+		leaderHTTP: httpClient(cliTLS), peerHTTP: httpClient(peerTLS),
+	}, nil
+}
+
+func httpClient(c *tls.Config) *http.Client {
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: c, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}
 }
 
 func (r *roles) run(ctx context.Context) {
 	t := time.NewTicker(roleInterval)
 	defer t.Stop()
 	defer func() {
-		r.releaseLock()
-		if r.session != nil {
-			r.session.Close()
-		}
+		r.lock.release(r.lg)
+		r.m.lockHeld.Set(0)
+		r.cli.Close()
 	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-r.lock.done():
+			// The lock's lease expired (a pause, a partition): the lock is
+			// gone, and another standby may hold it. Start over from the
+			// persisted record.
+			r.lg.Warn("failover lock lost: its session expired; starting over from the failover record")
+			r.lock.forget()
+			r.m.lockHeld.Set(0)
+			continue
 		case <-t.C:
 		}
 		o, err := r.observe(ctx)
 		if err != nil {
-			if ctx.Err() == nil {
-				r.lg.Debug("role: cannot observe the cluster", zap.Error(err))
+			if ctx.Err() != nil {
+				return
+			}
+			lg := r.lg.Debug
+			if r.lock.held() {
+				lg = r.lg.Warn
+			}
+			lg("role: cannot observe the cluster; every hold starts over", zap.Error(err))
+			if a := r.decider.Blind(time.Now(), r.lock.held()); a.Kind != promotion.None {
+				r.act(ctx, o, a)
 			}
 			continue
 		}
@@ -98,125 +165,85 @@ func (r *roles) run(ctx context.Context) {
 	}
 }
 
-// observe reads what the core needs. With the failover lock held, the
-// local membership is brought up to date first (a ReadIndex round), so
-// that a standby that takes the lock after another one finished sees that
-// the dead voter is gone.
-func (r *roles) observe(ctx context.Context) (promotion.Observation, error) {
-	if r.locked {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := r.srv.LinearizableReadNotify(rctx)
-		cancel()
-		if err != nil {
-			return promotion.Observation{}, fmt.Errorf("read index: %w", err)
-		}
-	}
-	now := time.Now()
-	o := promotion.Observation{
-		Now: now, SelfID: uint64(r.srv.MemberID()), IsLearner: r.srv.IsLearner(), Leader: uint64(r.srv.Leader()),
-		LastLeaderContact: r.asOf(), Applied: r.srv.AppliedIndex(), HoldsFailoverLock: r.locked,
-	}
-	r.m.sinceLeader.Set(now.Sub(o.LastLeaderContact).Seconds())
-	for _, m := range r.srv.Cluster().Members() {
-		if uint64(m.ID) == o.SelfID || m.IsLearner {
-			continue
-		}
-		v := promotion.Voter{ID: uint64(m.ID), Name: m.Name}
-		var st *clientv3.StatusResponse
-		if len(m.ClientURLs) > 0 {
-			sctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			var err error
-			st, err = r.cli.Status(sctx, m.ClientURLs[0])
-			cancel()
-			v.Reachable = err == nil
-		}
-		if v.Reachable {
-			delete(r.unreachableSince, v.ID)
-			if uint64(m.ID) == o.Leader {
-				o.LeaderCommit = st.RaftIndex
-			}
-		} else {
-			if _, ok := r.unreachableSince[v.ID]; !ok {
-				r.unreachableSince[v.ID] = now
-			}
-			v.UnreachableSince = r.unreachableSince[v.ID]
-		}
-		o.Voters = append(o.Voters, v)
-	}
-	var names []string
-	for _, v := range o.Voters {
-		if !v.Reachable {
-			names = append(names, v.Name)
-		}
-	}
-	if now := strings.Join(names, ","); now != r.unreachable {
-		r.unreachable = now
-		if now == "" {
-			r.lg.Info("every voter is reachable")
-		} else {
-			r.lg.Warn("voters unreachable", zap.Strings("voters", names))
-		}
-	}
-	if o.Leader != 0 && o.LeaderCommit == 0 && o.IsLearner {
-		return o, errors.New("the leader did not answer Status")
-	}
-	r.m.lag.Set(float64(promotion.Lag(o)))
-	return o, nil
-}
-
+// act carries out a and feeds its outcome back to the core.
 func (r *roles) act(ctx context.Context, o promotion.Observation, a promotion.Action) {
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	lg := r.lg.With(zap.String("action", a.Kind.String()), zap.String("reason", a.Reason))
+	if a.Record != nil {
+		lg = lg.With(zap.Stringer("failover", a.Record))
+	}
+	err := r.do(actx, lg, o, a)
+	if errors.Is(err, errFenced) {
+		// Not the owner any more, or someone else moved the failover on:
+		// let go, and start over from the record.
+		r.lock.release(r.lg)
+	}
+	r.decider.Done(time.Now(), a, err)
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	r.m.steps.WithLabelValues(a.Kind.String(), outcome).Inc()
+	r.m.lockHeld.Set(map[bool]float64{true: 1, false: 0}[r.lock.held()])
+}
+
+func (r *roles) do(ctx context.Context, lg *zap.Logger, o promotion.Observation, a promotion.Action) error {
 	switch a.Kind {
 	case promotion.Promote:
-		if _, err := r.cli.MemberPromote(actx, a.Target); err != nil {
+		if a.Record != nil {
+			// A standby stopped between deciding and acting (a pause past
+			// its lock) must not promote on a stale decision.
+			if err := r.lock.check(ctx, a.Record); err != nil {
+				lg.Warn("promotion not attempted: the failover lock or record changed", zap.Error(err))
+				return err
+			}
+		}
+		if _, err := r.cli.MemberPromote(ctx, a.Target); err != nil {
 			r.m.promotions.WithLabelValues(string(r.cfg.Role), "error").Inc()
 			lg.Warn("promotion refused", zap.Error(err))
-			return
+			return err
 		}
 		r.m.promotions.WithLabelValues(string(r.cfg.Role), "ok").Inc()
 		lg.Info("promoted to voter", zap.Uint64("applied", o.Applied), zap.Uint64("leader-commit", o.LeaderCommit))
 	case promotion.RemoveVoter:
-		if _, err := r.cli.MemberRemove(actx, a.Target); err != nil {
+		if err := r.lock.check(ctx, a.Record); err != nil {
+			lg.Warn("removal not attempted: the failover lock or record changed", zap.Error(err))
+			return err
+		}
+		if _, err := r.cli.MemberRemove(ctx, a.Target); err != nil {
 			r.m.removals.WithLabelValues("error").Inc()
-			lg.Warn("removing the dead voter failed", zap.String("voter", fmt.Sprintf("%x", a.Target)), zap.Error(err))
-			return
+			lg.Warn("removing the dead voter failed; will retry", zap.String("voter", fmt.Sprintf("%x", a.Target)), zap.Error(err))
+			return err
 		}
 		r.m.removals.WithLabelValues("ok").Inc()
 		lg.Info("removed the dead voter it replaced", zap.String("voter", fmt.Sprintf("%x", a.Target)))
+	case promotion.WriteRecord:
+		if err := r.lock.write(ctx, o.Failover, a.Record); err != nil {
+			lg.Warn("failover record not written", zap.Error(err))
+			return err
+		}
+		lg.Info("failover record written")
+	case promotion.ClearRecord:
+		if err := r.lock.clear(ctx, a.Record); err != nil {
+			lg.Warn("failover record not cleared", zap.Error(err))
+			return err
+		}
+		lg.Info("failover record cleared")
 	case promotion.AcquireFailoverLock:
-		if r.session == nil {
-			s, err := concurrency.NewSession(r.cli, concurrency.WithTTL(10), concurrency.WithContext(ctx))
-			if err != nil {
-				lg.Warn("failover lock: session", zap.Error(err))
-				return
-			}
-			r.session, r.lock = s, concurrency.NewMutex(s, failoverLockKey)
-		}
-		switch err := r.lock.TryLock(actx); {
-		case err == nil:
-			r.locked = true
-			lg.Info("took the failover lock")
-		case errors.Is(err, concurrency.ErrLocked):
-			lg.Debug("another standby holds the failover lock")
-		default:
+		took, err := r.lock.acquire(ctx, r.cli)
+		switch {
+		case err != nil:
 			lg.Warn("failover lock", zap.Error(err))
+			return err
+		case !took:
+			lg.Debug("another standby holds the failover lock")
+			return errLockBusy
 		}
+		lg.Info("took the failover lock")
 	case promotion.ReleaseFailoverLock:
-		r.releaseLock()
+		r.lock.release(r.lg)
 		lg.Info("released the failover lock")
 	}
-}
-
-func (r *roles) releaseLock() {
-	if !r.locked {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := r.lock.Unlock(ctx); err != nil {
-		r.lg.Warn("failover lock: unlock", zap.Error(err))
-	}
-	r.locked = false
+	return nil
 }

@@ -335,10 +335,10 @@ func TestTwoStandbysExactlyOneActs(t *testing.T) {
 		vs, ls := voters(t, cli)
 		return len(vs) == 3 && len(ls) == 1 && !contains(vs, dead.Name), fmt.Errorf("voters %v, learners %v", vs, ls)
 	})
-	// Until both standbys see every voter reachable, either could still act.
+	// Until both standbys see every voter live, either could still act.
 	for _, s := range []*replica{s1, s2} {
-		harness.WaitFor(t, 30*time.Second, s.Name+" sees every voter reachable", func() (bool, error) {
-			return len(logLines(t, s.Proc, "every voter is reachable")) > 0, nil
+		harness.WaitFor(t, 30*time.Second, s.Name+" sees every voter live", func() (bool, error) {
+			return len(logLines(t, s.Proc, "every voter is live")) > 0, nil
 		})
 	}
 	promotions := len(logLines(t, s1.Proc, "promoted to voter")) + len(logLines(t, s2.Proc, "promoted to voter"))

@@ -1,0 +1,178 @@
+package membership
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/understudy-kv/understudy/promotion"
+	"github.com/understudy-kv/understudy/wire"
+)
+
+// Member is one member as `replica status` reports it.
+type Member struct {
+	Name      string `json:"name"`
+	ID        string `json:"id"`
+	ClientURL string `json:"client_url"`
+	IsLearner bool   `json:"is_learner"`
+	IsLeader  bool   `json:"is_leader"`
+	Replica   bool   `json:"understudy_replica"`
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"`
+	Leader    string `json:"leader,omitempty"`
+	RaftTerm  uint64 `json:"raft_term"`
+	RaftIndex uint64 `json:"raft_index"`
+	Applied   uint64 `json:"raft_applied_index"`
+	Lag       uint64 `json:"lag_entries"`
+	Freshness string `json:"freshness_age,omitempty"`
+	// LeaderProgress is the leader's raft progress state for the member
+	// (StateReplicate, StateProbe, StateSnapshot), when the leader's
+	// /debug/vars could be read: what a standby judges a voter by.
+	LeaderProgress string `json:"leader_progress,omitempty"`
+	Promotable     *bool  `json:"promotable,omitempty"`
+	Why            string `json:"promotion,omitempty"`
+
+	id      uint64
+	contact time.Time
+}
+
+// MemberID is the member's ID.
+func (s *Member) MemberID() uint64 { return s.id }
+
+// Status asks every member for its Status through cli; replicas also tell
+// their freshness, which is when they last heard from the leader. hc reads
+// the leader's raft progress from its /debug/vars; rule is the promotion
+// rule the verdicts use.
+func Status(ctx context.Context, cli *clientv3.Client, hc *http.Client, rule promotion.Config) ([]*Member, error) {
+	ml, err := cli.MemberList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("membership: member list: %w", err)
+	}
+	now := time.Now()
+	var out []*Member
+	var leader *Member
+	for _, m := range ml.Members {
+		s := &Member{Name: m.Name, ID: fmt.Sprintf("%x", m.ID), IsLearner: m.IsLearner, id: m.ID}
+		out = append(out, s)
+		if len(m.ClientURLs) == 0 {
+			s.Error = "not started: no client URL"
+			continue
+		}
+		s.ClientURL = m.ClientURLs[0]
+		if err := memberStatus(ctx, cli, s, now); err != nil {
+			s.Error = err.Error()
+			continue
+		}
+		if s.IsLeader {
+			leader = s
+		}
+	}
+	var progress map[uint64]Progress
+	if leader != nil && hc != nil {
+		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		if st, err := LeaderRaftStatus(lctx, hc, leader.ClientURL); err == nil {
+			progress = st.Progress
+		}
+		cancel()
+	}
+	for _, s := range out {
+		if p, ok := progress[s.id]; ok {
+			s.LeaderProgress = p.State
+		}
+		if !s.Reachable {
+			continue
+		}
+		var leaderCommit uint64
+		if leader != nil {
+			leaderCommit = leader.RaftIndex
+		}
+		if leaderCommit > s.Applied {
+			s.Lag = leaderCommit - s.Applied
+		}
+		if s.IsLearner {
+			var lid uint64
+			if leader != nil {
+				lid = leader.id
+			}
+			ok, why := promotion.CaughtUp(rule, promotion.Observation{Now: now, Leader: lid, LastLeaderContact: s.contact, Applied: s.Applied, LeaderCommit: leaderCommit})
+			if !s.Replica {
+				ok, why = false, "not an understudy replica: when it last heard from the leader is unknown"
+			}
+			s.Promotable, s.Why = &ok, why
+		}
+	}
+	return out, nil
+}
+
+// memberStatus asks one member, and only it, for its Status.
+func memberStatus(ctx context.Context, cli *clientv3.Client, s *Member, now time.Time) error {
+	conn, err := cli.Dial(s.ClientURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	sctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, wire.ProbeKey, "1"), 2*time.Second)
+	defer cancel()
+	var hdr metadata.MD
+	st, err := pb.NewMaintenanceClient(conn).Status(sctx, &pb.StatusRequest{}, grpc.Header(&hdr))
+	if err != nil {
+		return err
+	}
+	s.Reachable, s.RaftTerm, s.RaftIndex, s.Applied = true, st.RaftTerm, st.RaftIndex, st.RaftAppliedIndex
+	s.Leader = fmt.Sprintf("%x", st.Leader)
+	if v := hdr.Get(wire.FreshnessAgeKey); len(v) > 0 {
+		if age, err := time.ParseDuration(v[0]); err == nil {
+			s.Replica, s.Freshness = true, age.Round(time.Millisecond).String()
+			s.contact = now.Add(-age)
+		}
+	}
+	s.IsLeader = st.Leader == s.id
+	return nil
+}
+
+// WriteTable prints the members as a table.
+func WriteTable(w io.Writer, sts []*Member) {
+	table := tablewriter.NewTable(w, tablewriter.WithConfig(tablewriter.NewConfigBuilder().WithRowAlignment(tw.AlignRight).Build()))
+	table.Header("NAME", "ID", "ROLE", "LEADER", "APPLIED", "COMMIT", "LAG", "FRESHNESS", "LEADER PROGRESS", "PROMOTABLE")
+	for _, s := range sts {
+		role := "voter"
+		if s.IsLearner {
+			role = "learner"
+		}
+		if s.IsLeader {
+			role = "voter (leader)"
+		}
+		promotable := ""
+		if s.Promotable != nil {
+			promotable = strconv.FormatBool(*s.Promotable)
+		}
+		if !s.Reachable {
+			table.Append(s.Name, s.ID, role, "", "", "", "", "", s.LeaderProgress, "unreachable: "+s.Error)
+			continue
+		}
+		table.Append(s.Name, s.ID, role, s.Leader, strconv.FormatUint(s.Applied, 10), strconv.FormatUint(s.RaftIndex, 10),
+			strconv.FormatUint(s.Lag, 10), s.Freshness, s.LeaderProgress, promotable)
+	}
+	table.Render()
+}
+
+// Find picks a member by name or hex ID.
+func Find(sts []*Member, target string) (*Member, error) {
+	for _, s := range sts {
+		if s.Name == target || s.ID == strings.ToLower(target) {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("%w named or with ID %q", ErrNoMember, target)
+}

@@ -1,0 +1,243 @@
+package promotion
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// LeaderView is what the leader's raft progress says of a voter.
+type LeaderView int
+
+const (
+	// LeaderViewUnknown: no leader, or its progress could not be read.
+	LeaderViewUnknown LeaderView = iota
+	// LeaderViewActive: the leader replicates to it (or it is the leader).
+	LeaderViewActive
+	// LeaderViewInactive: the leader's progress has it probing, the state
+	// raft falls back to when messages to a follower go unanswered.
+	LeaderViewInactive
+)
+
+func (v LeaderView) String() string {
+	return [...]string{"unknown", "active", "inactive"}[v]
+}
+
+// Voter is one voting member as the caller saw it this round.
+type Voter struct {
+	ID   uint64
+	Name string
+	// PeerAnswered: one of its peer URLs answered, as this cluster's member.
+	PeerAnswered bool
+	// Leader is the leader's raft view of it.
+	Leader LeaderView
+}
+
+// Silent is this round's evidence that v is down: its peer URLs do not
+// answer, and the leader does not see it as active (the leader's view
+// decides when it is known; without it, the peer URLs alone). A client URL
+// that does not answer proves nothing and is not asked.
+func (v Voter) Silent() bool { return !v.PeerAnswered && v.Leader != LeaderViewActive }
+
+// Step is how far a failover has come.
+type Step string
+
+const (
+	// StepPromote: Record.By is to be promoted in place of Record.Dead.
+	StepPromote Step = "promote"
+	// StepRemove: Record.By is a voter; Record.Dead is to be removed.
+	StepRemove Step = "remove"
+)
+
+// Record is a failover under way, persisted in the cluster next to the
+// failover lock so that whoever holds the lock next (the same standby
+// after a restart, or another one) resumes it.
+type Record struct {
+	Dead     uint64    `json:"dead"`
+	DeadName string    `json:"dead_name"`
+	By       uint64    `json:"by"`
+	ByName   string    `json:"by_name"`
+	Step     Step      `json:"step"`
+	Since    time.Time `json:"since"`
+}
+
+// Marshal is the record as stored.
+func (r Record) Marshal() string {
+	b, _ := json.Marshal(r) // a struct of plain fields always encodes
+	return string(b)
+}
+
+// ParseRecord reads a stored record.
+func ParseRecord(b []byte) (*Record, error) {
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("promotion: failover record %q: %w", b, err)
+	}
+	if r.Dead == 0 || r.By == 0 || (r.Step != StepPromote && r.Step != StepRemove) {
+		return nil, fmt.Errorf("promotion: failover record %q: want dead, by and step promote or remove", b)
+	}
+	return &r, nil
+}
+
+func (r Record) String() string {
+	return fmt.Sprintf("%s (%x) replaced by %s (%x), step %s", r.DeadName, r.Dead, r.ByName, r.By, r.Step)
+}
+
+// track keeps, per voter, when its current silence began.
+func (d *Decider) track(o Observation) {
+	seen := map[uint64]bool{}
+	for _, v := range o.Voters {
+		seen[v.ID] = true
+		if !v.Silent() {
+			delete(d.silentSince, v.ID)
+		} else if _, ok := d.silentSince[v.ID]; !ok {
+			d.silentSince[v.ID] = o.Now
+		}
+	}
+	for id := range d.silentSince {
+		if !seen[id] {
+			delete(d.silentSince, id)
+		}
+	}
+}
+
+// dead lists the voters silent, without a break, for longer than
+// FailoverAfter.
+func (d *Decider) dead(o Observation) []Voter {
+	var out []Voter
+	for _, v := range o.Voters {
+		if since, ok := d.silentSince[v.ID]; ok && v.ID != o.SelfID && o.Now.Sub(since) > d.cfg.FailoverAfter {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func voter(o Observation, id uint64) (Voter, bool) {
+	for _, v := range o.Voters {
+		if v.ID == id {
+			return v, true
+		}
+	}
+	return Voter{}, false
+}
+
+// standby is the failover state machine: lock, record (promote), promote
+// self, record (remove), remove the dead voter, clear the record, unlock.
+// Each membership change is checked against quorum; each step is decided
+// from the persisted record and the membership, so whoever holds the lock
+// next resumes where the last holder stopped.
+func (d *Decider) standby(o Observation, held bool) Action {
+	a := d.failover(o, held)
+	if o.HoldsFailoverLock {
+		if a.Kind == None {
+			return Action{Kind: ReleaseFailoverLock, Reason: a.Reason}
+		}
+		return a
+	}
+	if a.Kind == None {
+		return a
+	}
+	return Action{Kind: AcquireFailoverLock, Reason: a.Reason}
+}
+
+// failover is what the lock holder would do now; None with a reason when
+// it has nothing to do or cannot act.
+func (d *Decider) failover(o Observation, held bool) Action {
+	if r := o.Failover; r != nil {
+		return d.resume(o, held, *r)
+	}
+	dead := d.dead(o)
+	switch {
+	case len(dead) == 0:
+		return Action{Reason: "every voter is live"}
+	case !o.IsLearner:
+		return Action{Reason: "already a voter"}
+	}
+	if why := d.cannotPromote(o, held); why != "" {
+		return Action{Reason: why}
+	}
+	v := dead[0]
+	r := &Record{Dead: v.ID, DeadName: v.Name, By: o.SelfID, ByName: o.SelfName, Step: StepPromote, Since: o.Now}
+	return Action{Kind: WriteRecord, Record: r, Reason: fmt.Sprintf("voter %s silent for %v", v.Name, o.Now.Sub(d.silentSince[v.ID]).Round(time.Millisecond))}
+}
+
+// cannotPromote says why this replica may not promote itself now, or "".
+func (d *Decider) cannotPromote(o Observation, held bool) string {
+	switch {
+	case !o.IsLearner:
+		return "already a voter"
+	case !held:
+		return "not caught up for --promote-hold"
+	case !liveQuorumAfter(o, +1):
+		return "one more voter would leave no live quorum"
+	}
+	return ""
+}
+
+func (d *Decider) resume(o Observation, held bool, r Record) Action {
+	dv, deadIsVoter := voter(o, r.Dead)
+	_, byIsOther := voter(o, r.By)
+	byIsVoter := byIsOther || (r.By == o.SelfID && !o.IsLearner)
+	switch {
+	case !deadIsVoter:
+		return Action{Kind: ClearRecord, Record: &r, Reason: fmt.Sprintf("failover of %s finished: it is no longer a member", r.DeadName)}
+	case !dv.Silent():
+		why := "before any promotion"
+		if byIsVoter {
+			why = fmt.Sprintf("after %s was promoted: the cluster has one voter more than before (etcdctl member remove one if that is not wanted)", r.ByName)
+		}
+		return Action{Kind: ClearRecord, Record: &r, Reason: fmt.Sprintf("failover of %s abandoned: it is live again, %s", r.DeadName, why)}
+	case byIsVoter && r.Step == StepPromote:
+		next := r
+		next.Step = StepRemove
+		return Action{Kind: WriteRecord, Record: &next, Reason: fmt.Sprintf("%s is a voter: next, remove %s", r.ByName, r.DeadName)}
+	case byIsVoter:
+		if o.Leader == 0 {
+			return Action{Reason: "no leader is known"}
+		}
+		if !liveQuorumAfter(o, -1) {
+			return Action{Reason: "removing the voter would leave no live quorum"}
+		}
+		return Action{Kind: RemoveVoter, Target: r.Dead, Record: &r, Reason: fmt.Sprintf("voter %s silent, replaced by %s", r.DeadName, r.ByName)}
+	case r.By == o.SelfID:
+		if why := d.cannotPromote(o, held); why != "" {
+			return Action{Reason: why}
+		}
+		return Action{Kind: Promote, Target: o.SelfID, Record: &r, Reason: fmt.Sprintf("replacing voter %s", r.DeadName)}
+	default:
+		// The standby named in the record never became a voter (it died,
+		// was paused past its lock, or fell behind): this one takes over.
+		if why := d.cannotPromote(o, held); why != "" {
+			return Action{Reason: why}
+		}
+		next := r
+		next.By, next.ByName = o.SelfID, o.SelfName
+		return Action{Kind: WriteRecord, Record: &next, Reason: fmt.Sprintf("taking over the failover of %s from %s, which is still a learner", r.DeadName, r.ByName)}
+	}
+}
+
+// liveQuorumAfter reports whether the live voters are a quorum now (the
+// change must commit) and would still be one after adding (+1: promoting
+// the replica, which is live) or removing (-1: a silent voter) one voter.
+func liveQuorumAfter(o Observation, change int) bool {
+	n, live := len(o.Voters), 0
+	for _, v := range o.Voters {
+		if !v.Silent() {
+			live++
+		}
+	}
+	if !o.IsLearner {
+		n, live = n+1, live+1 // the replica itself, now a voter
+	}
+	if live < n/2+1 {
+		return false
+	}
+	switch change {
+	case +1:
+		n, live = n+1, live+1
+	case -1:
+		n-- // removing a silent voter leaves live as it is
+	}
+	return live >= n/2+1
+}

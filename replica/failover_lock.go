@@ -1,0 +1,147 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+
+	"github.com/understudy-kv/understudy/promotion"
+)
+
+const (
+	// failoverLockKey is where standbys take turns: one acts at a time.
+	failoverLockKey = "\x00understudy/failover-lock"
+	// failoverRecordKey holds the failover under way (promotion.Record).
+	// It sits beside the lock's prefix, not under it: the lock's owner is
+	// the oldest key under its prefix.
+	failoverRecordKey = "\x00understudy/failover-record"
+	// failoverLockTTL is the lock's lease, in seconds: a holder silent for
+	// this long loses the lock to another standby.
+	failoverLockTTL = 10
+)
+
+var (
+	errLockBusy = errors.New("replica: another standby holds the failover lock")
+	// errFenced means the lock is no longer this replica's, or the record
+	// is not the one the action was decided on.
+	errFenced = errors.New("replica: the failover lock is not held or the failover record changed")
+)
+
+// failoverLock is the failover lock and the record it guards. Every write
+// of the record, and the check before each membership change, is a
+// transaction that succeeds only while this replica owns the lock, so a
+// standby that wakes up after losing the lock cannot act on what it
+// decided before.
+type failoverLock struct {
+	session *concurrency.Session
+	mu      *concurrency.Mutex
+	locked  bool
+}
+
+func (l *failoverLock) held() bool { return l.locked }
+
+// done is closed when the session behind the held lock ends; nil (never
+// ready) when no lock is held.
+func (l *failoverLock) done() <-chan struct{} {
+	if !l.locked {
+		return nil
+	}
+	return l.session.Done()
+}
+
+// acquire tries once for the lock.
+func (l *failoverLock) acquire(ctx context.Context, cli *clientv3.Client) (bool, error) {
+	if l.session == nil {
+		s, err := concurrency.NewSession(cli, concurrency.WithTTL(failoverLockTTL))
+		if err != nil {
+			return false, fmt.Errorf("failover lock: session: %w", err)
+		}
+		l.session, l.mu = s, concurrency.NewMutex(s, failoverLockKey)
+	}
+	select {
+	case <-l.session.Done():
+		l.forget()
+		return false, errors.New("failover lock: session expired")
+	default:
+	}
+	switch err := l.mu.TryLock(ctx); {
+	case err == nil:
+		l.locked = true
+		return true, nil
+	case errors.Is(err, concurrency.ErrLocked):
+		return false, nil
+	default:
+		return false, fmt.Errorf("failover lock: %w", err)
+	}
+}
+
+// forget drops the lock without talking to the cluster (its lease is
+// gone).
+func (l *failoverLock) forget() {
+	if l.session != nil {
+		l.session.Orphan()
+	}
+	l.session, l.mu, l.locked = nil, nil, false
+}
+
+// release unlocks and ends the session, so that no lease outlives the
+// failover.
+func (l *failoverLock) release(lg *zap.Logger) {
+	if l.session == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if l.locked {
+		if err := l.mu.Unlock(ctx); err != nil {
+			lg.Warn("failover lock: unlock", zap.Error(err))
+		}
+	}
+	if err := l.session.Close(); err != nil {
+		lg.Debug("failover lock: close session", zap.Error(err))
+	}
+	l.session, l.mu, l.locked = nil, nil, false
+}
+
+// recordIs compares the stored record with r; nil means none is stored.
+func recordIs(r *promotion.Record) clientv3.Cmp {
+	if r == nil {
+		return clientv3.Compare(clientv3.CreateRevision(failoverRecordKey), "=", 0)
+	}
+	return clientv3.Compare(clientv3.Value(failoverRecordKey), "=", r.Marshal())
+}
+
+// fenced runs ops only while this replica owns the lock and the stored
+// record is was.
+func (l *failoverLock) fenced(ctx context.Context, was *promotion.Record, ops ...clientv3.Op) error {
+	if !l.locked {
+		return errFenced
+	}
+	resp, err := l.session.Client().Txn(ctx).If(l.mu.IsOwner(), recordIs(was)).Then(ops...).Commit()
+	if err != nil {
+		return fmt.Errorf("failover record: %w", err)
+	}
+	if !resp.Succeeded {
+		return errFenced
+	}
+	return nil
+}
+
+// check confirms, just before a membership change, that the lock is held
+// and the record is still r.
+func (l *failoverLock) check(ctx context.Context, r *promotion.Record) error {
+	return l.fenced(ctx, r)
+}
+
+func (l *failoverLock) write(ctx context.Context, was, r *promotion.Record) error {
+	return l.fenced(ctx, was, clientv3.OpPut(failoverRecordKey, r.Marshal()))
+}
+
+func (l *failoverLock) clear(ctx context.Context, r *promotion.Record) error {
+	return l.fenced(ctx, r, clientv3.OpDelete(failoverRecordKey))
+}

@@ -1,0 +1,176 @@
+package replica
+
+import (
+	"context"
+	"expvar"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/storage/mvcc"
+	"go.uber.org/zap"
+
+	"github.com/understudy-kv/understudy/membership"
+	"github.com/understudy-kv/understudy/promotion"
+)
+
+const (
+	// leaderViewTimeout bounds one read of the leader's raft status.
+	leaderViewTimeout = 500 * time.Millisecond
+	// peerProbeTimeout bounds one probe of a voter's peer URL.
+	peerProbeTimeout = 500 * time.Millisecond
+)
+
+// observe reads what the core needs: the replica's own raft state, the
+// membership and the failover record from its own member, the leader's
+// raft progress, and, for each voter the leader does not see as active,
+// whether its peer URLs answer. A voter's client URL is never asked: that
+// it does not answer proves nothing about its raft.
+//
+// With the failover lock held, the local member is brought up to date
+// first (a ReadIndex round), so that the membership and the record it
+// reads are the cluster's as of now.
+func (r *roles) observe(ctx context.Context) (promotion.Observation, error) {
+	if r.lock.held() {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := r.srv.LinearizableReadNotify(rctx)
+		cancel()
+		if err != nil {
+			return promotion.Observation{}, fmt.Errorf("read index: %w", err)
+		}
+	}
+	now := time.Now()
+	self := uint64(r.srv.MemberID())
+	o := promotion.Observation{
+		Now: now, SelfID: self, IsLearner: r.srv.IsLearner(), Leader: uint64(r.srv.Leader()),
+		LastLeaderContact: r.asOf(), Applied: r.srv.AppliedIndex(), HoldsFailoverLock: r.lock.held(),
+	}
+	if m := r.srv.Cluster().Member(r.srv.MemberID()); m != nil {
+		o.SelfName = m.Name
+	}
+	r.m.sinceLeader.Set(now.Sub(o.LastLeaderContact).Seconds())
+	rec, err := r.readRecord(ctx)
+	if err != nil {
+		return promotion.Observation{}, err
+	}
+	o.Failover = rec
+
+	var view membership.RaftStatus
+	viewErr := fmt.Errorf("no leader")
+	if o.Leader != 0 {
+		view, viewErr = r.leaderView(ctx, o.Leader)
+		if viewErr == nil {
+			o.LeaderCommit = view.Commit
+		}
+	}
+	if viewErr != nil {
+		r.lg.Debug("role: no leader's raft view; peer URLs decide", zap.Error(viewErr))
+	}
+	cluster := r.srv.Cluster().ID().String()
+	var wg sync.WaitGroup
+	for _, m := range r.srv.Cluster().Members() {
+		if uint64(m.ID) == self || m.IsLearner {
+			continue
+		}
+		v := promotion.Voter{ID: uint64(m.ID), Name: m.Name}
+		if viewErr == nil {
+			switch p, ok := view.Progress[v.ID]; {
+			case v.ID == view.Leader:
+				v.Leader = promotion.LeaderViewActive
+			case !ok:
+			case p.State == "StateProbe":
+				v.Leader = promotion.LeaderViewInactive
+			default: // StateReplicate, StateSnapshot
+				v.Leader = promotion.LeaderViewActive
+			}
+		}
+		o.Voters = append(o.Voters, v)
+		if v.Leader == promotion.LeaderViewActive {
+			continue // live by the leader's word: no need to probe
+		}
+		i, urls := len(o.Voters)-1, m.PeerURLs
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pctx, cancel := context.WithTimeout(ctx, peerProbeTimeout)
+			defer cancel()
+			for _, u := range urls {
+				if membership.PeerAnswers(pctx, r.peerHTTP, u, cluster) == nil {
+					o.Voters[i].PeerAnswered = true
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r.logSilent(o)
+	if o.LeaderCommit != 0 {
+		r.m.lag.Set(float64(promotion.Lag(o)))
+	}
+	return o, nil
+}
+
+// readRecord reads the failover record from the replica's own store.
+func (r *roles) readRecord(ctx context.Context) (*promotion.Record, error) {
+	res, err := r.srv.KV().Range(ctx, []byte(failoverRecordKey), nil, mvcc.RangeOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("failover record: %w", err)
+	}
+	if len(res.KVs) == 0 {
+		return nil, nil
+	}
+	return promotion.ParseRecord(res.KVs[0].Value)
+}
+
+// leaderView reads the leader's raft status: in-process when this replica
+// is the leader (a promoted standby can be), else from the leader's
+// /debug/vars.
+func (r *roles) leaderView(ctx context.Context, leader uint64) (membership.RaftStatus, error) {
+	if leader == uint64(r.srv.MemberID()) {
+		v := expvar.Get("raft.status")
+		if v == nil {
+			return membership.RaftStatus{}, fmt.Errorf("no raft.status expvar")
+		}
+		return membership.ParseRaftStatus([]byte(v.String()), "this member")
+	}
+	m := r.srv.Cluster().Member(r.srv.Leader())
+	if m == nil {
+		return membership.RaftStatus{}, fmt.Errorf("leader %x is not in the member list", leader)
+	}
+	var last error = fmt.Errorf("leader %s has no client URL", m.Name)
+	for _, u := range m.ClientURLs {
+		lctx, cancel := context.WithTimeout(ctx, leaderViewTimeout)
+		st, err := membership.LeaderRaftStatus(lctx, r.leaderHTTP, u)
+		cancel()
+		if err == nil && st.Leader == leader {
+			return st, nil
+		}
+		if err == nil {
+			err = fmt.Errorf("%s answers as %x, not the leader %x", u, st.Leader, leader)
+		}
+		last = err
+	}
+	return membership.RaftStatus{}, last
+}
+
+// logSilent logs when the set of silent voters changes.
+func (r *roles) logSilent(o promotion.Observation) {
+	var names []string
+	for _, v := range o.Voters {
+		if v.Silent() {
+			names = append(names, v.Name+" (leader view "+v.Leader.String()+")")
+		}
+	}
+	r.m.silent.Set(float64(len(names)))
+	if slices.Equal(names, r.silentNames) {
+		return
+	}
+	r.silentNames = names
+	if len(names) == 0 {
+		r.lg.Info("every voter is live")
+		return
+	}
+	r.lg.Warn("voters silent: no peer URL answers and the leader does not replicate to them", zap.String("voters", strings.Join(names, ", ")))
+}
