@@ -55,6 +55,10 @@ type Replica struct {
 	// ReadBatchInterval is the least time between two ReadIndex rounds;
 	// strong and bounded reads arriving meanwhile share the next round.
 	ReadBatchInterval time.Duration
+	// ReadBatchMaxWait is the most a strong or bounded read waits for its
+	// round to start because the round is held for the readers coming
+	// back; 0 holds no round back.
+	ReadBatchMaxWait time.Duration
 
 	// SkipPeerURLCheck skips the check, on first start, that
 	// AdvertisePeerURLs lead back to this replica (for a host that cannot
@@ -166,6 +170,7 @@ func DefaultReplica() Replica {
 		FreshnessInterval:     50 * time.Millisecond,
 		FreshnessIdleInterval: time.Second,
 		ReadBatchInterval:     2 * time.Millisecond,
+		ReadBatchMaxWait:      2 * time.Millisecond,
 		HeartbeatMs:           100,
 		ElectionMs:            1000,
 		AuthToken:             "simple",
@@ -200,6 +205,7 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.DurationVar(&cfg.FreshnessInterval, "freshness-interval", cfg.FreshnessInterval, "How often the replica confirms freshness with a ReadIndex round; each round costs the leader one heartbeat round.")
 	fs.DurationVar(&cfg.FreshnessIdleInterval, "freshness-idle-interval", cfg.FreshnessIdleInterval, "Period of the freshness rounds while no bounded read has come for 5s, so that an idle replica costs the leader almost nothing (0: always --freshness-interval).")
 	fs.DurationVar(&cfg.ReadBatchInterval, "read-batch-interval", cfg.ReadBatchInterval, "Least time between two ReadIndex rounds through the leader. Strong and bounded reads arriving meanwhile share the next round: longer means less leader work per read and at most this much more latency; 0 runs rounds back to back.")
+	fs.DurationVar(&cfg.ReadBatchMaxWait, "read-batch-max-wait", cfg.ReadBatchMaxWait, "Most time a strong or bounded read waits for its ReadIndex round to start while the round is held for the other readers coming back (the number that waited at once in the last round): rounds then carry whole client populations, and the leader pays for fewer; 0 starts a round as soon as a read asks and --read-batch-interval allows.")
 	fs.BoolVar(&cfg.SkipPeerURLCheck, "skip-peer-url-check", cfg.SkipPeerURLCheck, "Do not check, on first start, that --initial-advertise-peer-urls lead back to this replica (only for hosts that cannot reach their own advertised address).")
 	fs.UintVar(&cfg.HeartbeatMs, "heartbeat-interval", cfg.HeartbeatMs, "Raft heartbeat interval in ms; use the voters' value.")
 	fs.UintVar(&cfg.ElectionMs, "election-timeout", cfg.ElectionMs, "Raft election timeout in ms; use the voters' value.")
@@ -317,6 +323,9 @@ func (c Replica) Validate() error {
 	}
 	if c.ReadBatchInterval < 0 || c.ReadBatchInterval > c.FreshnessInterval {
 		add("--read-batch-interval %v: must be between 0 and --freshness-interval (%v)", c.ReadBatchInterval, c.FreshnessInterval)
+	}
+	if c.ReadBatchMaxWait < 0 || c.ReadBatchMaxWait > c.FreshnessInterval {
+		add("--read-batch-max-wait %v: must be between 0 and --freshness-interval (%v)", c.ReadBatchMaxWait, c.FreshnessInterval)
 	}
 	if c.QuotaBackendBytes < 0 {
 		add("--quota-backend-bytes %d: must be 0 (the voters' largest) or more", c.QuotaBackendBytes)

@@ -25,9 +25,9 @@ type Freshness struct {
 	clock    clockwork.Clock
 	round    func(context.Context) error
 	interval time.Duration
-	minGap   time.Duration
 	timeout  time.Duration
 	observe  func(d time.Duration, err error)
+	batch    batchPolicy
 
 	// idleInterval, if more than interval, is the period of rounds while
 	// no bounded read has come for idleAfter: a replica nobody asks for
@@ -35,20 +35,31 @@ type Freshness struct {
 	// bounded reads that need a round ask for one at once).
 	idleInterval time.Duration
 
-	// kick asks the loop for a round now; buffered 1, so asks made while a
-	// round is pending coalesce into it.
+	// kick tells the loop that a read began waiting for the next round;
+	// buffered 1, so kicks made while the loop is busy coalesce.
 	kick chan struct{}
 
 	mu struct {
 		sync.Mutex
 		asOf time.Time
 		// started counts rounds begun; completed is the number of the
-		// last round that succeeded. Rounds run one at a time, in order.
-		started, completed uint64
-		// changed is closed, and replaced, whenever a round succeeds.
+		// last round that succeeded, finished of the last that ended
+		// either way. Rounds run one at a time, in order, so round
+		// started is in flight while finished < started, and it began
+		// at inFlightStart.
+		started, completed, finished uint64
+		inFlightStart                time.Time
+		// failedAt is when the last round failed, if the last failed.
+		failedAt time.Time
+		// changed is closed, and replaced, whenever a round ends.
 		changed chan struct{}
-		// waiting counts reads waiting for a round.
-		waiting int
+		// waiting counts reads waiting for a round; peak is the most
+		// that waited at once since the last round began.
+		waiting, peak int
+		// pending counts the reads waiting for round started+1, which
+		// has not begun; oldest is when the first of them registered.
+		pending int
+		oldest  time.Time
 		// demand is when a bounded read last came.
 		demand time.Time
 	}
@@ -64,7 +75,8 @@ const idleAfter = 5 * time.Second
 // no sooner than minGap after the previous one. observe, if not nil, is told
 // each round's duration and outcome.
 func NewFreshness(lg *zap.Logger, clock clockwork.Clock, interval, minGap, timeout time.Duration, round func(context.Context) error, observe func(time.Duration, error)) *Freshness {
-	f := &Freshness{lg: lg, clock: clock, round: round, interval: interval, minGap: minGap, timeout: timeout, observe: observe, kick: make(chan struct{}, 1)}
+	f := &Freshness{lg: lg, clock: clock, round: round, interval: interval, timeout: timeout, observe: observe, kick: make(chan struct{}, 1)}
+	f.batch.minGap = minGap
 	f.mu.changed = make(chan struct{})
 	return f
 }
@@ -89,9 +101,9 @@ func (f *Freshness) Age() time.Duration {
 // WaitFresh returns once the local store is known fresh as of need or later,
 // asking for rounds as needed, or with ctx's error.
 func (f *Freshness) WaitFresh(ctx context.Context, need time.Time) error {
-	f.enter()
-	defer f.leave()
-	return f.wait(ctx, func() bool { return !f.mu.asOf.Before(need) })
+	return f.wait(ctx,
+		func() bool { return !f.mu.asOf.Before(need) },
+		func() bool { return !f.mu.inFlightStart.Before(need) })
 }
 
 // WaitRound returns once a round that started after the call has completed:
@@ -101,10 +113,10 @@ func (f *Freshness) WaitFresh(ctx context.Context, need time.Time) error {
 func (f *Freshness) WaitRound(ctx context.Context) error {
 	f.mu.Lock()
 	target := f.mu.started + 1
-	f.mu.waiting++
 	f.mu.Unlock()
-	defer f.leave()
-	return f.wait(ctx, func() bool { return f.mu.completed >= target })
+	return f.wait(ctx,
+		func() bool { return f.mu.completed >= target },
+		func() bool { return f.mu.started >= target })
 }
 
 // Demand records a bounded read: rounds keep their full rate while bounded
@@ -137,30 +149,46 @@ func (f *Freshness) Waiting() int {
 	return f.mu.waiting
 }
 
-func (f *Freshness) enter() {
+// wait returns once done holds, or with ctx's error. done, and covered
+// (would the round in flight, if it succeeds, make done hold), are called
+// with mu held. A read not covered by the round in flight registers for
+// the next round and tells the loop.
+func (f *Freshness) wait(ctx context.Context, done, covered func() bool) error {
+	var reg uint64 // the round this read registered for; 0 if none
 	f.mu.Lock()
 	f.mu.waiting++
+	f.mu.peak = max(f.mu.peak, f.mu.waiting)
 	f.mu.Unlock()
-}
-
-func (f *Freshness) leave() {
-	f.mu.Lock()
-	f.mu.waiting--
-	f.mu.Unlock()
-}
-
-// wait asks for rounds until done (called with mu held) holds.
-func (f *Freshness) wait(ctx context.Context, done func() bool) error {
+	defer func() {
+		f.mu.Lock()
+		f.mu.waiting--
+		if reg == f.mu.started+1 {
+			f.mu.pending--
+		}
+		f.mu.Unlock()
+	}()
 	for {
 		f.mu.Lock()
-		ok, changed := done(), f.mu.changed
-		f.mu.Unlock()
-		if ok {
+		if done() {
+			f.mu.Unlock()
 			return nil
 		}
-		select {
-		case f.kick <- struct{}{}:
-		default:
+		inFlight := f.mu.finished < f.mu.started
+		register := !(inFlight && covered()) && reg != f.mu.started+1
+		if register {
+			reg = f.mu.started + 1
+			if f.mu.pending == 0 {
+				f.mu.oldest = f.clock.Now()
+			}
+			f.mu.pending++
+		}
+		changed := f.mu.changed
+		f.mu.Unlock()
+		if register {
+			select {
+			case f.kick <- struct{}{}:
+			default:
+			}
 		}
 		select {
 		case <-changed:
@@ -170,36 +198,85 @@ func (f *Freshness) wait(ctx context.Context, done func() bool) error {
 	}
 }
 
-// begin numbers a new round; it must happen before the round's ReadIndex
-// is requested.
-func (f *Freshness) begin() uint64 {
+// begin numbers a new round and notes when it starts; it must happen
+// before the round's ReadIndex is requested. Every pending read is the
+// new round's.
+func (f *Freshness) begin() (uint64, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.mu.started++
-	return f.mu.started
+	f.mu.inFlightStart = f.clock.Now()
+	f.mu.pending, f.mu.oldest = 0, time.Time{}
+	f.mu.peak = f.mu.waiting
+	return f.mu.started, f.mu.inFlightStart
 }
 
-// confirm records that round n, which started at start, completed.
-func (f *Freshness) confirm(n uint64, start time.Time) {
+// finish records the end of round n, which started at start: if it
+// succeeded, the store is fresh as of start. Waiters re-examine either way:
+// those a failed round would have served register for the next.
+func (f *Freshness) finish(n uint64, start time.Time, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.mu.completed = max(f.mu.completed, n)
-	if start.After(f.mu.asOf) {
-		f.mu.asOf = start
+	f.mu.finished = n
+	if err != nil {
+		f.mu.failedAt = f.clock.Now()
+	} else {
+		f.mu.failedAt = time.Time{}
+		f.mu.completed = max(f.mu.completed, n)
+		if start.After(f.mu.asOf) {
+			f.mu.asOf = start
+		}
 	}
 	close(f.mu.changed)
 	f.mu.changed = make(chan struct{})
 }
 
-// Run does rounds every interval (every idleInterval while no bounded read
-// comes), and whenever a waiter asks, until ctx ends.
-// It is the tracker's only loop; the caller owns it.
+// batchState is what the batch policy decides on, now.
+func (f *Freshness) batchState(now, lastStart time.Time, due bool) batchState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.mu.failedAt.IsZero() {
+		// After a failed round, wait a little before the next: a leader
+		// election or a cut link fails rounds fast, and retrying at
+		// once would only spin.
+		lastStart = later(lastStart, f.mu.failedAt.Add(roundRetryGap-f.batch.minGap))
+	}
+	return batchState{now: now, lastStart: lastStart, due: due, pending: f.mu.pending, oldest: f.mu.oldest, peak: f.mu.peak}
+}
+
+// roundRetryGap is the least time between a failed round and the next.
+const roundRetryGap = 10 * time.Millisecond
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// Run does a background round every period (every idleInterval while no
+// bounded read comes), and rounds for waiting reads when the batch policy
+// says, until ctx ends. It is the tracker's only loop; the caller owns it.
 func (f *Freshness) Run(ctx context.Context) {
 	var last time.Time
+	nextDue := f.clock.Now().Add(f.period())
 	for {
-		// A bounded read arriving in an idle period asks for a round
-		// itself (kick), so a long idle wait delays nobody.
-		t := f.clock.NewTimer(f.period())
+		now := f.clock.Now()
+		d := f.batch.next(f.batchState(now, last, !now.Before(nextDue)))
+		if d.start {
+			last = now
+			f.Round(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			nextDue = f.clock.Now().Add(f.period())
+			continue
+		}
+		wake := nextDue
+		if !d.at.IsZero() && d.at.Before(wake) {
+			wake = d.at
+		}
+		t := f.clock.NewTimer(wake.Sub(now))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -208,24 +285,13 @@ func (f *Freshness) Run(ctx context.Context) {
 		case <-f.kick:
 			t.Stop()
 		}
-		// Space rounds out: reads arriving meanwhile join the next one.
-		if gap := f.minGap - f.clock.Since(last); !last.IsZero() && gap > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-f.clock.After(gap):
-			}
-		}
-		last = f.clock.Now()
-		f.Round(ctx)
 	}
 }
 
 // Round does one ReadIndex round and, if it completes, moves AsOf to the
 // time it started.
 func (f *Freshness) Round(ctx context.Context) {
-	n := f.begin()
-	start := f.clock.Now()
+	n, start := f.begin()
 	rctx, cancel := context.WithTimeout(ctx, f.timeout)
 	err := f.round(rctx)
 	cancel()
@@ -236,7 +302,6 @@ func (f *Freshness) Round(ctx context.Context) {
 		if ctx.Err() == nil {
 			f.lg.Debug("freshness round failed", zap.Error(err))
 		}
-		return
 	}
-	f.confirm(n, start)
+	f.finish(n, start, err)
 }

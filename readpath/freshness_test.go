@@ -245,10 +245,10 @@ func TestRoundsSlowDownWhileNoBoundedReadComes(t *testing.T) {
 	}
 	clock.Advance(950 * time.Millisecond)
 	recv(t, fr.started)
-	send(t, fr.results, nil)
-
-	// A bounded read comes: rounds go back to every 50ms.
+	// A bounded read comes during the round: from its end, rounds go back
+	// to every 50ms.
 	f.Demand()
+	send(t, fr.results, nil)
 	if err := clock.BlockUntilContext(ctx, 1); err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,10 @@
 //   - strong (etcd's default, serializable=false): a ReadIndex round through
 //     the leader that started after the read arrived, shared with every read
 //     waiting for one, then a local read once the replica has applied that
-//     index. Linearizable. Rounds are at least ReadBatchInterval apart, so
-//     the leader's cost is per round, not per read.
+//     index. Linearizable. The leader's cost is per round, not per read:
+//     rounds are at least ReadBatchInterval apart, and a round is held up to
+//     ReadBatchMaxWait for the readers coming back (batchPolicy), so a
+//     closed-loop client population shares one round per cycle.
 //   - weak (serializable=true, no bound): the local store as it is.
 //   - bounded (serializable=true with a bound, from the request's
 //     "understudy-max-staleness" metadata or the replica's --max-staleness):
@@ -76,6 +78,10 @@ type Config struct {
 	// Longer means less leader work per read and at most that much more
 	// latency; 0 runs rounds back to back.
 	ReadBatchInterval time.Duration
+	// ReadBatchMaxWait is the most a read waits for its round to start
+	// while the round is held for the readers coming back (see
+	// batchPolicy); 0 holds no round back.
+	ReadBatchMaxWait time.Duration
 	// TLS, if set, serves the front over TLS.
 	TLS *tls.Config
 	// Zone, if set, is told to balancers that probe the replica (see
@@ -114,6 +120,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReadBatchInterval < 0 || c.ReadBatchInterval > c.FreshnessInterval {
 		problems = append(problems, fmt.Errorf("readpath: ReadBatchInterval %v: must be between 0 and FreshnessInterval (%v)", c.ReadBatchInterval, c.FreshnessInterval))
+	}
+	if c.ReadBatchMaxWait < 0 || c.ReadBatchMaxWait > c.FreshnessInterval {
+		problems = append(problems, fmt.Errorf("readpath: ReadBatchMaxWait %v: must be between 0 and FreshnessInterval (%v)", c.ReadBatchMaxWait, c.FreshnessInterval))
 	}
 	if c.Ready.MaxStaleness <= 0 {
 		problems = append(problems, fmt.Errorf("readpath: Ready.MaxStaleness %v: must be more than 0", c.Ready.MaxStaleness))
@@ -172,6 +181,7 @@ func New(cfg Config) (*Front, error) {
 			}
 		})
 	f.fresh.idleInterval = cfg.FreshnessIdleInterval
+	f.fresh.batch.maxWait = cfg.ReadBatchMaxWait
 	m = NewMetrics(cfg.Registerer, func() float64 { return min(f.fresh.Age().Seconds(), math.MaxInt32) })
 	f.m = m
 

@@ -119,6 +119,7 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		FreshnessInterval:     cfg.FreshnessInterval,
 		FreshnessIdleInterval: cfg.FreshnessIdleInterval,
 		ReadBatchInterval:     cfg.ReadBatchInterval,
+		ReadBatchMaxWait:      cfg.ReadBatchMaxWait,
 		Zone:                  cfg.Zone,
 		Ready:                 readpath.ReadyConfig{MaxLag: cfg.ReadyMaxLag, MaxStaleness: cfg.ReadyStaleness()},
 		KeepAlive:             readpath.KeepAlive{MinTime: cfg.GRPCKeepAliveMinTime, Interval: cfg.GRPCKeepAliveInterval, Timeout: cfg.GRPCKeepAliveTimeout},
