@@ -69,7 +69,6 @@ func comparisons(rows []Row) []comparison {
 		{"weak reads through a replica vs serializable reads at a stock etcd follower", "replica weak", "etcd serializable @ follower", "throughput", "≥ 0.95"},
 		{"leader cost of strong reads through a replica vs linearizable reads at the leader", "replica strong", "primary linearizable @ leader", "leader CPU/10k", "≤ 0.10"},
 		{"leader cost of strong reads through a replica vs linearizable reads at a stock etcd leader", "replica strong", "etcd linearizable @ leader", "leader CPU/10k", "≤ 0.10"},
-		{"leader cost of strong reads through a replica vs linearizable reads at a stock etcd follower", "replica strong", "etcd linearizable @ follower", "leader CPU/10k", ""},
 		{"strong reads through a replica vs linearizable reads at the leader", "replica strong", "primary linearizable @ leader", "throughput", ""},
 		{"leader cost of bounded (100 ms) reads through a replica vs linearizable reads at the leader", "replica bounded 100ms", "primary linearizable @ leader", "leader CPU/10k", ""},
 		{"bounded (100 ms) vs weak reads through a replica", "replica bounded 100ms", "replica weak", "throughput", ""},
@@ -86,8 +85,18 @@ func comparisons(rows []Row) []comparison {
 			}
 			cs = append(cs, comparison{"mirror " + rest + ", understudy vs etcdctl make-mirror", r.Name, "etcdctl make-mirror: " + rest, metric, goal})
 		}
-		if rest, ok := strings.CutPrefix(r.Name, "replica strong, "); ok {
+		if rest, ok := strings.CutPrefix(r.Name, "replica strong, "); ok && strings.HasSuffix(rest, " workers") {
 			cs = append(cs, comparison{"leader cost of strong reads through a replica vs linearizable reads at the leader, " + rest, r.Name, "primary linearizable @ leader, " + rest, "leader CPU/10k", "≤ 0.10"})
+		}
+		if r.Name == "replica strong" || strings.HasPrefix(r.Name, "replica strong, ") && strings.HasSuffix(r.Name, " workers") {
+			rest := strings.TrimPrefix(r.Name, "replica strong")
+			cs = append(cs,
+				comparison{"leader cost of strong reads through a replica vs linearizable reads at a stock etcd follower" + rest, r.Name, "etcd linearizable @ follower" + rest, "leader CPU/10k", "≤ 0.5"},
+				comparison{"strong-read p99 through a replica vs linearizable reads at the leader" + rest, r.Name, "primary linearizable @ leader" + rest, "p99", "≤ 1.2"},
+			)
+		}
+		if r.Name == sharedName(2) || r.Name == sharedName(4) {
+			cs = append(cs, comparison{"leader cost of strong reads spread over several replicas vs through one (4 replicas joined)", r.Name, sharedName(1), "leader CPU/10k", "≤ 1.1"})
 		}
 		if r.Scenario == "watch" && strings.HasSuffix(r.Name, "@ replica") {
 			onLeader := strings.TrimSuffix(r.Name, "replica") + "leader"

@@ -72,12 +72,16 @@ func populate(r *runner, cli *clientv3.Client, n int, val string) {
 
 // reads measures one kind of read against one endpoint.
 func reads(r *runner, tp *topology, p params, name, endpoint string, serializable bool, bound string) Row {
-	return readsN(r, tp, p, p.workers, name, endpoint, serializable, bound)
+	return readsN(r, tp, p, p.workers, name, []string{endpoint}, serializable, bound)
 }
 
-// readsN is reads with a given number of concurrent workers.
-func readsN(r *runner, tp *topology, p params, workers int, name, endpoint string, serializable bool, bound string) Row {
-	cs := clients(r, endpoint, p.conns)
+// readsN is reads with a given number of concurrent workers, spread over
+// one or more endpoints (their connections taken in turn).
+func readsN(r *runner, tp *topology, p params, workers int, name string, endpoints []string, serializable bool, bound string) Row {
+	var cs []*clientv3.Client
+	for _, ep := range endpoints {
+		cs = append(cs, clients(r, ep, max(1, p.conns/len(endpoints)))...)
+	}
 	var opts []clientv3.OpOption
 	if serializable {
 		opts = append(opts, clientv3.WithSerializable())
@@ -95,14 +99,35 @@ func readsN(r *runner, tp *topology, p params, workers int, name, endpoint strin
 	return Row{Scenario: "reads", Name: name, Result: res}
 }
 
+// workerCounts are the concurrencies strong reads are measured at: the
+// run's own (rows named without a suffix) and a quarter and four times it.
+func workerCounts(p params) []int { return []int{p.workers / 4, p.workers, 4 * p.workers} }
+
+// atWorkers names a row measured with w workers.
+func atWorkers(p params, name string, w int) string {
+	if w == p.workers {
+		return name
+	}
+	return fmt.Sprintf("%s, %d workers", name, w)
+}
+
+// sharedName names a row whose load is spread over n replicas.
+func sharedName(n int) string {
+	return fmt.Sprintf("replica strong, shared by %d of 4 replicas", n)
+}
+
 func readScenario(p params) ([]Row, error) {
 	var rows []Row
 	err := scenario("reads: stock etcd", func(r *runner) {
 		tp := etcdTopology(r)
 		populate(r, tp.cluster.Client(r), p.keys, value256)
+		for _, w := range workerCounts(p) {
+			rows = append(rows,
+				readsN(r, tp, p, w, atWorkers(p, "etcd linearizable @ leader", w), []string{tp.leader.ClientURL}, false, ""),
+				readsN(r, tp, p, w, atWorkers(p, "etcd linearizable @ follower", w), []string{tp.follower.ClientURL}, false, ""),
+			)
+		}
 		rows = append(rows,
-			reads(r, tp, p, "etcd linearizable @ leader", tp.leader.ClientURL, false, ""),
-			reads(r, tp, p, "etcd linearizable @ follower", tp.follower.ClientURL, false, ""),
 			reads(r, tp, p, "etcd serializable @ follower", tp.follower.ClientURL, true, ""),
 			reads(r, tp, p, "etcd serializable @ stock learner", tp.extraURL, true, ""),
 		)
@@ -113,16 +138,27 @@ func readScenario(p params) ([]Row, error) {
 	err = scenario("reads: understudy", func(r *runner) {
 		tp := understudyTopology(r, p.replicaArgs...)
 		populate(r, tp.cluster.Client(r), p.keys, value256)
+		for _, w := range workerCounts(p) {
+			rows = append(rows,
+				readsN(r, tp, p, w, atWorkers(p, "primary linearizable @ leader", w), []string{tp.leader.ClientURL}, false, ""),
+				readsN(r, tp, p, w, atWorkers(p, "replica strong", w), []string{tp.extraURL}, false, ""),
+			)
+		}
 		rows = append(rows,
-			reads(r, tp, p, "primary linearizable @ leader", tp.leader.ClientURL, false, ""),
-			reads(r, tp, p, "replica strong", tp.extraURL, false, ""),
 			reads(r, tp, p, "replica weak", tp.extraURL, true, ""),
 			reads(r, tp, p, "replica bounded 100ms", tp.extraURL, true, "100ms"),
-			// A strong round's cost to the leader is shared by every read
-			// waiting for it, so it falls as concurrency rises.
-			readsN(r, tp, p, 4*p.workers, fmt.Sprintf("primary linearizable @ leader, %d workers", 4*p.workers), tp.leader.ClientURL, false, ""),
-			readsN(r, tp, p, 4*p.workers, fmt.Sprintf("replica strong, %d workers", 4*p.workers), tp.extraURL, false, ""),
 		)
+		// The same total load through 1, 2 and 4 of 4 replicas: what each
+		// added replica costs the leader when they share the reads.
+		eps := []string{tp.extraURL}
+		for i := range 3 {
+			rep := harness.StartReplica(r, tp.cluster, harness.ReplicaConfig{Name: fmt.Sprintf("replica%d", i+2), Extra: p.replicaArgs})
+			eps = append(eps, rep.ClientURL)
+			tp.extraPIDs = append(tp.extraPIDs, rep.PID())
+		}
+		for _, n := range []int{1, 2, 4} {
+			rows = append(rows, readsN(r, tp, p, p.workers, sharedName(n), eps[:n], false, ""))
+		}
 	})
 	return rows, err
 }

@@ -22,11 +22,16 @@ type topology struct {
 	// extraURL serves the extra member's clients; extraPID is its process.
 	extraURL string
 	extraPID int
+	// extraPIDs are more replicas, added by a scenario.
+	extraPIDs []int
 }
 
 // pids maps roles to process IDs for CPU accounting.
 func (tp *topology) pids() map[string]int {
 	m := map[string]int{"leader": tp.leader.Proc.PID(), "extra": tp.extraPID}
+	for i, pid := range tp.extraPIDs {
+		m[fmt.Sprintf("extra%d", i+2)] = pid
+	}
 	i := 1
 	for _, mem := range tp.cluster.Members {
 		if mem != tp.leader {
