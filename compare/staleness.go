@@ -99,8 +99,10 @@ func (iv interval) overlap(from, to time.Duration) time.Duration {
 }
 
 // outages are the spans in which a path answered no read: from the call of
-// a failed read until the call of the next read (in call order) that
-// succeeded, or the end of the run. reads must be of one path.
+// a failed read until the return of the next read sent after it (in call
+// order) that succeeded, or the end of the run. A read that succeeded only
+// once the path came back ends the outage when it returns, not when it was
+// sent. reads must be of one path.
 func outages(reads []Read, end time.Duration) []interval {
 	rs := slices.Clone(reads)
 	slices.SortFunc(rs, func(a, b Read) int { return cmp.Compare(a.Call, b.Call) })
@@ -111,12 +113,25 @@ func outages(reads []Read, end time.Duration) []interval {
 		case !r.OK() && down < 0:
 			down = r.Call
 		case r.OK() && down >= 0:
-			out = append(out, interval{down, r.Call})
+			out = append(out, interval{down, r.Return})
 			down = -1
 		}
 	}
 	if down >= 0 {
 		out = append(out, interval{down, max(end, down)})
+	}
+	return merge(out)
+}
+
+// merge joins overlapping intervals of a list sorted by start.
+func merge(ivs []interval) []interval {
+	var out []interval
+	for _, iv := range ivs {
+		if n := len(out); n > 0 && iv.from <= out[n-1].to {
+			out[n-1].to = max(out[n-1].to, iv.to)
+			continue
+		}
+		out = append(out, iv)
 	}
 	return out
 }
