@@ -179,7 +179,6 @@ func addLine(p *plot.Plot, path Path, pts plotter.XYs, i int) error {
 	return nil
 }
 
-
 // addScatter adds path's series as points: where a path answered no read
 // there is no point, rather than a line drawn across the gap.
 func addScatter(p *plot.Plot, path Path, pts plotter.XYs) error {
