@@ -40,6 +40,23 @@ type Mirror struct {
 	PageSize int
 	// NoLeases writes every key without a lease.
 	NoLeases bool
+	// Overwrite lets the mirror copy over destination keys it did not
+	// write (it still deletes only keys it wrote); Prune makes the image an
+	// exact copy of the source. Without either, an initial sync into an
+	// image that holds keys the mirror did not write is refused, and such
+	// keys are never touched.
+	Overwrite, Prune bool
+	// CommandTimeout bounds every request to either cluster (etcdctl's
+	// --command-timeout).
+	CommandTimeout time.Duration
+	// KeepaliveTime and KeepaliveTimeout are the gRPC keepalive of both
+	// clients (etcdctl's --keepalive-time, --keepalive-timeout): a
+	// connection that does not answer a ping within the timeout is
+	// dropped and dialled again.
+	KeepaliveTime, KeepaliveTimeout time.Duration
+	// StallTimeout is how long the mirror may have work to do without
+	// making progress before it reports itself stalled.
+	StallTimeout time.Duration
 	// ProgressInterval is how often an idle mirror asks the source where
 	// it is, so that the checkpoint keeps up with revisions it is not sent.
 	ProgressInterval time.Duration
@@ -52,6 +69,11 @@ type Mirror struct {
 	destPrefixSet bool
 }
 
+// MirrorMinTxnOps is the least --max-txn-ops: one change, the nested
+// compares that keep the mirror off keys it did not write (4), and the
+// checkpoint. It equals mirror.MinTxnOps.
+const MirrorMinTxnOps = 6
+
 // DefaultMirror mirrors every key of a local cluster into another local one.
 func DefaultMirror() Mirror {
 	return Mirror{
@@ -60,6 +82,10 @@ func DefaultMirror() Mirror {
 		MaxTxnOps:        128,
 		PageSize:         1000,
 		ProgressInterval: 5 * time.Second,
+		CommandTimeout:   5 * time.Second,
+		KeepaliveTime:    10 * time.Second,
+		KeepaliveTimeout: 5 * time.Second,
+		StallTimeout:     30 * time.Second,
 		LogLevel:         "info",
 	}
 }
@@ -102,6 +128,12 @@ func NewMirrorFlags(cfg *Mirror) *flag.FlagSet {
 	fs.IntVar(&cfg.MaxTxnOps, "max-txn-ops", cfg.MaxTxnOps, "Most operations in one destination transaction, checkpoint included; at most the destination's --max-txn-ops (etcd's default 128).")
 	fs.IntVar(&cfg.PageSize, "page-size", cfg.PageSize, "Keys read per request during a full sync.")
 	fs.BoolVar(&cfg.NoLeases, "no-leases", cfg.NoLeases, "Write keys without leases (by default a key on a source lease gets a destination lease of the remaining TTL, kept alive while the source lease lives).")
+	fs.BoolVar(&cfg.Overwrite, "overwrite", cfg.Overwrite, "Copy the source over destination keys this mirror did not write (it still deletes only keys it wrote). Without --overwrite or --prune, an initial sync into a destination that holds such keys is refused, and they are never touched.")
+	fs.BoolVar(&cfg.Prune, "prune", cfg.Prune, "Make the destination image (the keys under the destination prefix, or every key with --no-dest-prefix) an exact copy of the source: overwrite, and delete keys the source does not have, whoever wrote them.")
+	fs.DurationVar(&cfg.CommandTimeout, "command-timeout", cfg.CommandTimeout, "Timeout of each request to either cluster; a request that times out is retried with backoff.")
+	fs.DurationVar(&cfg.KeepaliveTime, "keepalive-time", cfg.KeepaliveTime, "gRPC keepalive time of both clients (gRPC's least is 10s).")
+	fs.DurationVar(&cfg.KeepaliveTimeout, "keepalive-timeout", cfg.KeepaliveTimeout, "gRPC keepalive timeout of both clients: a connection silent this long after a ping is dialled again.")
+	fs.DurationVar(&cfg.StallTimeout, "stall-timeout", cfg.StallTimeout, "Report the mirror stalled (understudy_mirror_stalled 1, and a log line) once it has had work to do this long without making progress.")
 	fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "How often an idle mirror asks the source for its revision, to move the checkpoint on.")
 	fs.Var((*list)(&cfg.ListenMetricsURLs), "listen-metrics-urls", "URLs to serve /metrics on (plain HTTP).")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "Log level: debug, info, warn or error.")
@@ -143,8 +175,19 @@ func (c Mirror) Validate() error {
 	if c.Name == "" || strings.ContainsAny(c.Name, "/\x00") {
 		add("--name %q: must be non-empty, without '/'", c.Name)
 	}
-	if c.MaxTxnOps < 2 {
-		add("--max-txn-ops %d: must be at least 2 (one operation plus the checkpoint), at most the destination's --max-txn-ops", c.MaxTxnOps)
+	if c.MaxTxnOps < MirrorMinTxnOps {
+		add("--max-txn-ops %d: must be at least %d (one change, its ownership checks and the checkpoint), at most the destination's --max-txn-ops", c.MaxTxnOps, MirrorMinTxnOps)
+	}
+	if c.Overwrite && c.Prune {
+		add("--overwrite and --prune: give one or neither (--prune overwrites too)")
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"command-timeout", c.CommandTimeout}, {"keepalive-time", c.KeepaliveTime}, {"keepalive-timeout", c.KeepaliveTimeout}, {"stall-timeout", c.StallTimeout}} {
+		if d.v <= 0 {
+			add("--%s %v: must be more than 0", d.flag, d.v)
+		}
 	}
 	if c.PageSize < 1 {
 		add("--page-size %d: must be at least 1", c.PageSize)

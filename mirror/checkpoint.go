@@ -10,8 +10,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// ReservedPrefix holds the mirrors' own keys in a destination: checkpoints
-// and lease mappings. It sorts before every printable key; mirrored keys
+// ReservedPrefix holds the mirrors' own keys in a destination: checkpoints,
+// ownership records and lease mappings. It sorts before every printable key; mirrored keys
 // under it are never deleted or compared.
 const ReservedPrefix = "\x00understudy/mirror/"
 
@@ -42,7 +42,12 @@ type Checkpoint struct {
 	From int64 `json:"from,omitempty"`
 	// Resyncs counts full syncs after the first (the source compacted past
 	// the checkpoint).
-	Resyncs int       `json:"resyncs,omitempty"`
+	Resyncs int `json:"resyncs,omitempty"`
+	// Token is the writing process's own random token: after a write whose
+	// outcome it did not learn, a mirror that finds its own token knows the
+	// write landed, and one that finds another's knows another mirror
+	// writes here.
+	Token   string    `json:"token,omitempty"`
 	Updated time.Time `json:"updated"`
 }
 

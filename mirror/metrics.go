@@ -12,6 +12,10 @@ type metrics struct {
 	syncedKeys prometheus.Counter
 	resyncs    prometheus.Counter
 	txns       prometheus.Counter
+	conflicts  prometheus.Counter
+	leaseLost  prometheus.Counter
+	restored   prometheus.Counter
+	stalled    prometheus.Gauge
 
 	mu sync.Mutex
 	// source is the newest source revision seen; appliedRev the newest in
@@ -19,6 +23,11 @@ type metrics struct {
 	// to behind.
 	source, appliedRev int64
 	behindSince        time.Time
+	// lastProgress is the last commit, or the last moment the mirror had
+	// nothing to do; lastErr the error of the last failed attempt since.
+	lastProgress time.Time
+	lastErr      error
+	isStalled    bool
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -39,9 +48,26 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "understudy", Subsystem: "mirror", Name: "transactions_total",
 			Help: "Destination transactions committed (each carries the checkpoint).",
 		}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "understudy", Subsystem: "mirror", Name: "conflicts_total",
+			Help: "Source keys not copied because the destination has a key of the same name that the mirror did not write.",
+		}),
+		leaseLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "understudy", Subsystem: "mirror", Name: "dest_leases_lost_total",
+			Help: "Destination leases that ended while their source lease lived (their keys are restored).",
+		}),
+		restored: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "understudy", Subsystem: "mirror", Name: "lease_keys_restored_total",
+			Help: "Leased keys written again because their destination lease had ended while the source lease lived.",
+		}),
+		stalled: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "understudy", Subsystem: "mirror", Name: "stalled",
+			Help: "1 while the mirror has had work to do for longer than --stall-timeout without committing any.",
+		}),
+		lastProgress: time.Now(),
 	}
 	if reg != nil {
-		reg.MustRegister(m.applied, m.syncedKeys, m.resyncs, m.txns,
+		reg.MustRegister(m.applied, m.syncedKeys, m.resyncs, m.txns, m.conflicts, m.leaseLost, m.restored, m.stalled,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Namespace: "understudy", Subsystem: "mirror", Name: "lag_revisions",
 				Help: "Source revisions seen but not yet in the checkpoint.",
@@ -84,4 +110,41 @@ func (m *metrics) appliedAt(rev int64) {
 	if rev >= m.source {
 		m.behindSince = time.Time{}
 	}
+}
+
+// committed records progress: a destination transaction went through.
+func (m *metrics) committed() {
+	m.txns.Inc()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lastProgress, m.lastErr = time.Now(), nil
+}
+
+// failing records an attempt that did not go through.
+func (m *metrics) failing(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lastErr = err
+}
+
+// stall is the stall decision at now: the mirror is stalled when it has
+// had work to do (behind the newest source revision it has seen, or its
+// last attempt failed) for at least after without a commit. It reports
+// whether that changed since the last call, and the last error.
+func (m *metrics) stall(now time.Time, after time.Duration) (stalled, changed bool, lastErr error, idleFor time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lastErr == nil && m.appliedRev >= m.source {
+		m.lastProgress = now // nothing to do is not a stall
+	}
+	idleFor = now.Sub(m.lastProgress)
+	stalled = idleFor >= after
+	changed = stalled != m.isStalled
+	m.isStalled = stalled
+	if stalled {
+		m.stalled.Set(1)
+	} else {
+		m.stalled.Set(0)
+	}
+	return stalled, changed, m.lastErr, idleFor
 }

@@ -2,12 +2,17 @@ package mirror
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -28,6 +33,17 @@ type Config struct {
 	PageSize int
 	// NoLeases writes keys without leases.
 	NoLeases bool
+	// Policy says what the mirror may do to destination keys it did not
+	// write (see Policy). Under Keep, an initial sync into an image that
+	// holds keys the mirror did not write is refused.
+	Policy Policy
+	// RequestTimeout bounds every request to either cluster (watches
+	// excepted: they are kept honest by gRPC keepalive and progress
+	// notifications).
+	RequestTimeout time.Duration
+	// StallAfter is how long the mirror may have work to do without
+	// committing any before it reports itself stalled (metric and log).
+	StallAfter time.Duration
 	// ProgressInterval is how often an idle mirror moves its checkpoint.
 	ProgressInterval time.Duration
 	// Progress, if not nil, is told of a full sync's progress.
@@ -47,8 +63,8 @@ func (c Config) Validate() error {
 	if c.Name == "" || strings.ContainsAny(c.Name, "/\x00") {
 		add("Name %q: must be non-empty, without '/'", c.Name)
 	}
-	if c.MaxTxnOps < 2 {
-		add("MaxTxnOps %d: must be at least 2", c.MaxTxnOps)
+	if c.MaxTxnOps < MinTxnOps {
+		add("MaxTxnOps %d: must be at least %d", c.MaxTxnOps, MinTxnOps)
 	}
 	if c.PageSize < 1 {
 		add("PageSize %d: must be at least 1", c.PageSize)
@@ -56,25 +72,45 @@ func (c Config) Validate() error {
 	if c.ProgressInterval <= 0 {
 		add("ProgressInterval %v: must be more than 0", c.ProgressInterval)
 	}
+	if c.RequestTimeout <= 0 {
+		add("RequestTimeout %v: must be more than 0", c.RequestTimeout)
+	}
+	if c.StallAfter <= 0 {
+		add("StallAfter %v: must be more than 0", c.StallAfter)
+	}
+	if c.Policy < Keep || c.Policy > Prune {
+		add("Policy %d: must be Keep, Overwrite or Prune", c.Policy)
+	}
 	if c.Logger == nil {
 		add("Logger is required")
 	}
 	return errors.Join(problems...)
 }
 
-// ErrRefused wraps the reasons a mirror will not start: they need an
-// operator, not a retry.
-var ErrRefused = errors.New("mirror: refused")
+// MinTxnOps is the least MaxTxnOps: one change, its ownership checks
+// (nestedOps) and the checkpoint.
+const MinTxnOps = nestedOps + 2
 
-// errCompacted means the source no longer has the revisions the mirror
-// needs: it must sync in full.
-var errCompacted = errors.New("mirror: the source compacted past the checkpoint")
+var (
+	// ErrRefused wraps the reasons a mirror will not start: they need an
+	// operator, not a retry.
+	ErrRefused = errors.New("mirror: refused")
 
-// errFenced means someone else wrote the checkpoint.
-var errFenced = errors.New("mirror: the checkpoint changed under the mirror: another mirror with the same --name is writing to this destination")
+	// errCompacted means the source no longer has the revisions the
+	// mirror needs: it must sync in full.
+	errCompacted = errors.New("mirror: the source compacted past the checkpoint")
 
-// mirror is one running mirror; its loop is its only goroutine besides
-// the lease keeper.
+	// errFenced means another process wrote the checkpoint.
+	errFenced = errors.New("mirror: the checkpoint changed under the mirror: another mirror with the same --name is writing to this destination")
+
+	// errLanded means a write whose outcome the mirror did not learn did
+	// land (the checkpoint carries its token): resume from it.
+	errLanded = errors.New("mirror: an earlier write of this mirror landed after all; resuming from it")
+)
+
+// mirror is one running mirror. Its loop (Run) is the only writer of the
+// destination's mirrored keys; the lease keeper and the stall watchdog are
+// its other goroutines.
 type mirror struct {
 	cfg       Config
 	lg        *zap.Logger
@@ -83,108 +119,182 @@ type mirror struct {
 	cp        *Checkpoint
 	cpModRev  int64 // the checkpoint's ModRevision in the destination; 0 if none
 	cpKey     string
-	leases    *leases
-	sourceRev func() int64
+	ownPrefix string
+	// token is this process's mark in the checkpoints it writes.
+	token  string
+	leases *leases
 }
 
 // Run mirrors until ctx ends; it returns nil then. It returns an error
 // wrapping ErrRefused when the destination or the pair of clusters is not
-// one it may write (another source's checkpoint, the same cluster with
-// overlapping prefixes), and errFenced-like errors when another mirror
-// with the same name writes the checkpoint.
+// one it may write (another mirror's image, keys it did not write under
+// Keep, the same cluster with overlapping prefixes), and an error wrapping
+// errFenced when another process writes its checkpoint.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	mr := &mirror{cfg: cfg, lg: cfg.Logger, m: newMetrics(cfg.Registerer), cpKey: CheckpointKey(cfg.Name)}
+	mr := &mirror{cfg: cfg, lg: cfg.Logger, m: newMetrics(cfg.Registerer), cpKey: CheckpointKey(cfg.Name),
+		ownPrefix: ownPrefix(cfg.Name), token: newToken()}
 	if err := mr.preflight(ctx); err != nil {
 		return err
 	}
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() { cancel(); wg.Wait() }()
+	wg.Add(1)
+	go func() { defer wg.Done(); mr.watchdog(ctx) }()
 	if !cfg.NoLeases {
-		mr.leases = newLeases(cfg.Source, cfg.Dest, leaseKeyPrefix(cfg.Name), mr.lg)
-		if err := mr.leases.load(ctx); err != nil {
-			return err
+		mr.leases = newLeases(cfg.Source, cfg.Dest, leaseKeyPrefix(cfg.Name), cfg.RequestTimeout, mr.lg, mr.m)
+		defer mr.leases.close()
+		if err := mr.retry(ctx, "reading the lease mappings", mr.leases.load); err != nil {
+			return nil // ctx ended
 		}
-		done := make(chan struct{})
-		lctx, cancel := context.WithCancel(ctx)
-		go func() { defer close(done); mr.leases.keepAlive(lctx) }()
-		defer func() { cancel(); <-done }()
+		wg.Add(1)
+		go func() { defer wg.Done(); mr.leases.watchSource(ctx) }()
 	}
-	backoff := 100 * time.Millisecond
+	backoff := newBackoff()
 	for ctx.Err() == nil {
 		err := mr.step(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return nil
-		case errors.Is(err, errFenced):
+		case errors.Is(err, errFenced), errors.Is(err, ErrRefused):
 			return err
 		case errors.Is(err, errCompacted):
-			mr.lg.Warn("the source compacted past the checkpoint; syncing in full again, with deletes", zap.Int64("checkpoint", mr.cp.Revision))
+			mr.lg.Warn("the source compacted past the checkpoint; syncing in full again", zap.Int64("checkpoint", mr.cp.Revision))
 			mr.m.resyncs.Inc()
 			next := *mr.cp
 			next.Phase, next.Revision, next.SyncedThrough, next.From = PhaseSync, 0, "", 0
 			next.Resyncs++
 			mr.cp = &next // written with the first page of the new sync
-			backoff = 100 * time.Millisecond
+			backoff.reset()
+			continue
+		case errors.Is(err, errLanded):
+			mr.lg.Info("a write whose outcome was unknown had landed; resuming from it", zap.Int64("checkpoint", mr.cp.Revision))
 			continue
 		case err != nil:
-			mr.lg.Warn("mirror interrupted; resuming from the checkpoint", zap.Error(err), zap.Duration("after", backoff))
+			mr.m.failing(err)
+			d := backoff.next()
+			mr.lg.Warn("mirror interrupted; resuming from the checkpoint", zap.Error(err), zap.Duration("after", d))
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(backoff):
+			case <-time.After(d):
 			}
-			backoff = min(2*backoff, 5*time.Second)
 			// The write may or may not have landed: the checkpoint says.
-			if err := mr.reload(ctx); err != nil && ctx.Err() == nil {
+			if err := mr.reload(ctx); errors.Is(err, errFenced) {
+				return err
+			} else if err != nil && ctx.Err() == nil {
 				mr.lg.Warn("cannot read the checkpoint", zap.Error(err))
 			}
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		backoff.reset()
 	}
 	return nil
 }
 
 // step does the next phase from the checkpoint: a full sync, then streaming.
 func (mr *mirror) step(ctx context.Context) error {
+	var w *sourceWatch
 	if mr.cp == nil || mr.cp.Phase == PhaseSync {
-		if err := mr.sync(ctx); err != nil {
+		var err error
+		if w, err = mr.sync(ctx); err != nil {
 			return err
 		}
 	}
-	return mr.stream(ctx)
+	return mr.stream(ctx, w)
 }
 
-// reload reads the checkpoint back after an interrupted write.
+// retry calls f until it succeeds or ctx ends, backing off between tries.
+func (mr *mirror) retry(ctx context.Context, what string, f func(context.Context) error) error {
+	b := newBackoff()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, mr.cfg.RequestTimeout)
+		err := f(rctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return errors.Join(err, ctx.Err())
+		}
+		mr.m.failing(err)
+		d := b.next()
+		mr.lg.Warn(what, zap.Error(err), zap.Duration("retry-after", d))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+	}
+}
+
+// reload reads the checkpoint back after an interrupted write: an
+// unchanged one, or one this process wrote, is resumed from; one another
+// process wrote fences this one off.
 func (mr *mirror) reload(ctx context.Context) error {
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, mr.cfg.RequestTimeout)
 	defer cancel()
 	cp, modRev, err := ReadCheckpoint(rctx, mr.cfg.Dest, mr.cfg.Name)
 	if err != nil {
 		return err
 	}
-	if cp != nil {
+	switch {
+	case modRev == mr.cpModRev:
+	case cp != nil && cp.Token == mr.token:
 		mr.cp, mr.cpModRev = cp, modRev
+	default:
+		return mr.fenced(cp, modRev)
 	}
 	return nil
 }
 
+func (mr *mirror) fenced(cp *Checkpoint, modRev int64) error {
+	if cp == nil {
+		return fmt.Errorf("%w (its checkpoint %q was deleted)", errFenced, mr.cpKey)
+	}
+	return fmt.Errorf("%w (checkpoint %q rewritten at destination revision %d by process token %s at %s; this process is %s)",
+		errFenced, mr.cpKey, modRev, cp.Token, cp.Updated.Format(time.RFC3339Nano), mr.token)
+}
+
 // commit writes ops and the next checkpoint in one transaction, only if
-// the checkpoint is still the one this mirror last wrote.
-func (mr *mirror) commit(ctx context.Context, ops []clientv3.Op, next Checkpoint) error {
-	next.Updated = time.Now().UTC()
+// the checkpoint is still the one this mirror last wrote; it returns the
+// responses to ops. Puts skipped because the mirror does not own their
+// keys are logged and counted.
+func (mr *mirror) commit(ctx context.Context, ops []owned, next Checkpoint) ([]*pb.ResponseOp, error) {
+	next.Updated, next.Token = time.Now().UTC(), mr.token
+	txnOps := make([]clientv3.Op, 0, len(ops)+1)
+	for _, o := range ops {
+		txnOps = append(txnOps, o.op)
+	}
+	txnOps = append(txnOps, clientv3.OpPut(mr.cpKey, next.encode()))
 	cmp := clientv3.Compare(clientv3.ModRevision(mr.cpKey), "=", mr.cpModRev)
-	resp, err := mr.cfg.Dest.Txn(ctx).If(cmp).Then(append(ops, clientv3.OpPut(mr.cpKey, next.encode()))...).Commit()
+	tctx, cancel := context.WithTimeout(ctx, mr.cfg.RequestTimeout)
+	resp, err := mr.cfg.Dest.Txn(tctx).If(cmp).Then(txnOps...).Commit()
+	cancel()
 	if err != nil {
-		return fmt.Errorf("mirror: destination transaction: %w", err)
+		return nil, fmt.Errorf("mirror: destination transaction: %w", err)
 	}
 	if !resp.Succeeded {
-		return errFenced
+		// Ours, landed after a timeout, or another process's?
+		if err := mr.reload(ctx); err != nil {
+			return nil, err
+		}
+		return nil, errLanded
 	}
 	mr.cp, mr.cpModRev = &next, resp.Header.Revision
-	mr.m.txns.Inc()
-	return nil
+	mr.m.committed()
+	conflicts := skipped(ops, resp.Responses)
+	if len(conflicts) > 0 {
+		mr.m.conflicts.Add(float64(len(conflicts)))
+		mr.lg.Warn("source keys not copied: the destination has keys of the same names that this mirror did not write (--overwrite copies over them)",
+			zap.Strings("keys", conflicts[:min(len(conflicts), 5)]), zap.Int("count", len(conflicts)))
+	}
+	return resp.Responses[:len(ops)], nil
+}
+
+// commitResp writes ops with the checkpoint unchanged.
+func (mr *mirror) commitResp(ctx context.Context, ops []owned) ([]*pb.ResponseOp, error) {
+	return mr.commit(ctx, ops, *mr.cp)
 }
 
 // mapKey is a source key's name in the destination.
@@ -214,3 +324,23 @@ func span(prefix string) (key, end string) {
 // reserved reports the mirrors' own keys, never copied, deleted or
 // compared.
 func reserved(k []byte) bool { return strings.HasPrefix(string(k), ReservedPrefix) }
+
+// newToken is a random mark for this process's checkpoints.
+func newToken() string {
+	b := make([]byte, 8)
+	_, _ = crand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// backoff doubles from 100ms to 5s, with jitter.
+type backoff struct{ d time.Duration }
+
+func newBackoff() *backoff { return &backoff{d: 100 * time.Millisecond} }
+
+func (b *backoff) reset() { b.d = 100 * time.Millisecond }
+
+func (b *backoff) next() time.Duration {
+	d := b.d/2 + rand.N(b.d/2+1)
+	b.d = min(2*b.d, 5*time.Second)
+	return d
+}

@@ -3,7 +3,8 @@ package mirror
 import (
 	"context"
 	"fmt"
-	"time"
+	"strconv"
+	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -24,7 +25,7 @@ func clusterID(ctx context.Context, cli *clientv3.Client) (string, int64, error)
 //   - a destination prefix that another source's mirror writes;
 //   - this mirror's own checkpoint written for another source or mapping.
 func (mr *mirror) preflight(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 3*mr.cfg.RequestTimeout)
 	defer cancel()
 	src, _, err := clusterID(ctx, mr.cfg.Source)
 	if err != nil {
@@ -55,14 +56,24 @@ func (mr *mirror) preflight(ctx context.Context) error {
 			}
 			continue
 		}
-		if overlap(c.DestPrefix, mr.cfg.DestPrefix) && c.SourceClusterID != src {
-			return fmt.Errorf("%w: destination prefix %q overlaps %q, which mirror %q writes from source cluster %s; two sources would overwrite each other",
-				ErrRefused, mr.cfg.DestPrefix, c.DestPrefix, name, c.SourceClusterID)
+		if overlap(c.DestPrefix, mr.cfg.DestPrefix) {
+			return fmt.Errorf("%w: mirror %q would write %s, which overlaps %s that mirror %q writes (from source cluster %s, prefix %q); two mirrors would overwrite and delete each other's keys: use a destination prefix outside %q, or, if mirror %q is retired for good, delete its keys under %q",
+				ErrRefused, mr.cfg.Name, image(mr.cfg.DestPrefix), image(c.DestPrefix), name, c.SourceClusterID, c.SourcePrefix, c.DestPrefix, name, ReservedPrefix+name+"/")
 		}
 	}
 	mr.cp, mr.cpModRev, err = ReadCheckpoint(ctx, mr.cfg.Dest, mr.cfg.Name)
 	if err != nil {
 		return err
+	}
+	if mr.cp == nil && mr.cfg.Rev == 0 && mr.cfg.Policy == Keep {
+		n, sample, err := unowned(ctx, mr.cfg.Dest, mr.cfg.DestPrefix, mr.cfg.Name, mr.cfg.PageSize, 5)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("%w: the destination already holds %d key(s) in %s that this mirror did not write (%s): give --overwrite to copy the source over them and keep every other key (the mirror deletes only keys it wrote), or --prune to make %s an exact copy of the source (deleting the keys the source does not have)",
+				ErrRefused, n, image(mr.cfg.DestPrefix), quoteSample(sample, n), image(mr.cfg.DestPrefix))
+		}
 	}
 	switch {
 	case mr.cp != nil:
@@ -77,4 +88,24 @@ func (mr *mirror) preflight(ctx context.Context) error {
 		mr.lg.Info("streaming from --rev without an initial sync", zap.Int64("rev", mr.cfg.Rev))
 	}
 	return nil
+}
+
+// image names the destination keys a mirror writes.
+func image(destPrefix string) string {
+	if destPrefix == "" {
+		return "the whole keyspace (--no-dest-prefix)"
+	}
+	return fmt.Sprintf("the keys under %q", destPrefix)
+}
+
+func quoteSample(keys []string, n int) string {
+	q := make([]string, len(keys))
+	for i, k := range keys {
+		q[i] = strconv.Quote(k)
+	}
+	s := strings.Join(q, ", ")
+	if n > len(keys) {
+		s += fmt.Sprintf(" and %d more", n-len(keys))
+	}
+	return s
 }

@@ -11,93 +11,204 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// stream watches the source from the revision after the checkpoint and
-// applies each revision's events in one destination transaction with the
-// checkpoint; when a response carries many revisions (the mirror is
-// behind), as many whole revisions go in one transaction as MaxTxnOps
-// allows. Progress notifications, asked for every ProgressInterval, move
-// the checkpoint on while the prefix is idle, so that a restart does not
-// replay revisions that were only other keys'.
-func (mr *mirror) stream(ctx context.Context) error {
+// sourceWatch is an open watch of the source prefix, with the responses
+// already taken off its channel and not yet applied. clientv3 buffers
+// what the mirror has not read, so the server side of the watch stays in
+// step with the source whatever the mirror is doing; reading the channel
+// now and then (poll) is only how a sync learns early that the watch is
+// gone.
+type sourceWatch struct {
+	ch      clientv3.WatchChan
+	ctx     context.Context // the watch's: RequestProgress finds the stream by it
+	cancel  context.CancelFunc
+	pending []clientv3.WatchResponse
+}
+
+// openWatch watches the source prefix from revision from on, and waits
+// for the source to accept it.
+func (mr *mirror) openWatch(ctx context.Context, from int64) (*sourceWatch, error) {
 	key, end := span(mr.cfg.Prefix)
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	wch := mr.cfg.Source.Watch(wctx, key, clientv3.WithRange(end), clientv3.WithRev(mr.cp.Revision+1), clientv3.WithProgressNotify())
-	tick := time.NewTicker(mr.cfg.ProgressInterval)
-	defer tick.Stop()
-	var lastProgress time.Time
+	w := &sourceWatch{ctx: wctx, cancel: cancel}
+	w.ch = mr.cfg.Source.Watch(wctx, key, clientv3.WithRange(end), clientv3.WithRev(from), clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
+	t := time.NewTimer(mr.cfg.RequestTimeout)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		cancel()
+		return nil, ctx.Err()
+	case <-t.C:
+		cancel()
+		return nil, fmt.Errorf("mirror: source watch from revision %d: not created within %v", from, mr.cfg.RequestTimeout)
+	case resp, ok := <-w.ch:
+		if err := watchErr(resp, ok); err != nil {
+			cancel()
+			return nil, err
+		}
+		if !resp.Created {
+			w.pending = append(w.pending, resp)
+		}
+	}
+	return w, nil
+}
+
+// poll moves what has arrived to pending, without waiting; it fails if
+// the watch has ended.
+func (w *sourceWatch) poll() error {
 	for {
 		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-			if err := mr.cfg.Source.RequestProgress(wctx); err != nil && ctx.Err() == nil {
-				return fmt.Errorf("mirror: source progress: %w", err)
+		case resp, ok := <-w.ch:
+			if err := watchErr(resp, ok); err != nil {
+				return err
 			}
-		case resp, ok := <-wch:
-			if !ok {
-				return errors.New("mirror: source watch closed")
+			w.pending = append(w.pending, resp)
+		default:
+			return nil
+		}
+	}
+}
+
+// watchErr is what a watch response says went wrong: compaction means a
+// new full sync.
+func watchErr(resp clientv3.WatchResponse, ok bool) error {
+	switch {
+	case !ok:
+		return errors.New("mirror: source watch closed")
+	case resp.CompactRevision != 0 || errors.Is(resp.Err(), rpctypes.ErrCompacted):
+		return errCompacted
+	case resp.Err() != nil:
+		return fmt.Errorf("mirror: source watch: %w", resp.Err())
+	case resp.Canceled:
+		return fmt.Errorf("mirror: source watch canceled: %s", resp.CancelReason)
+	}
+	return nil
+}
+
+// stream applies the watch (opened from the revision after the checkpoint
+// if w is nil) to the destination: each revision's events in one
+// transaction with the checkpoint; when the mirror is behind, as many
+// whole revisions in one transaction as MaxTxnOps allows. Progress
+// notifications, asked for every ProgressInterval, move the checkpoint on
+// while the prefix is idle, so that a restart does not replay revisions
+// that were only other keys'. Destination leases that end while their
+// source lease lives have their keys written again here, in the loop that
+// applies the watch, so that a restored value can never overtake a later
+// change of the same key.
+func (mr *mirror) stream(ctx context.Context, w *sourceWatch) error {
+	if w == nil {
+		var err error
+		if w, err = mr.openWatch(ctx, mr.cp.Revision+1); err != nil {
+			return err
+		}
+	}
+	defer w.cancel()
+	if err := mr.checkLeases(ctx); err != nil {
+		return err
+	}
+	tick := time.NewTicker(mr.cfg.ProgressInterval)
+	defer tick.Stop()
+	var lost <-chan struct{}
+	if mr.leases != nil {
+		lost = mr.leases.lostc
+	}
+	var lastProgress time.Time
+	for {
+		batch := w.pending
+		w.pending = nil
+		if len(batch) == 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+				pctx, cancel := context.WithTimeout(w.ctx, mr.cfg.RequestTimeout)
+				err := mr.cfg.Source.RequestProgress(pctx)
+				cancel()
+				if err != nil && ctx.Err() == nil {
+					return fmt.Errorf("mirror: source progress: %w", err)
+				}
+				continue
+			case <-lost:
+				if err := mr.restore(ctx, mr.leases.takeLost()); err != nil {
+					return err
+				}
+				continue
+			case resp, ok := <-w.ch:
+				if err := watchErr(resp, ok); err != nil {
+					return err
+				}
+				batch = append(batch, resp)
 			}
-			// Take every response already here: when the mirror is behind,
-			// their revisions share transactions.
-			batch := []clientv3.WatchResponse{resp}
-		drain:
-			for len(batch) < 64 {
-				select {
-				case more, ok := <-wch:
-					if !ok {
-						break drain
-					}
-					batch = append(batch, more)
-				default:
+		}
+		// Take every response already here: when the mirror is behind,
+		// their revisions share transactions.
+		var failed error
+	drain:
+		for len(batch) < 64 {
+			select {
+			case more, ok := <-w.ch:
+				if failed = watchErr(more, ok); failed != nil {
 					break drain
 				}
+				batch = append(batch, more)
+			default:
+				break drain
 			}
-			var events []*clientv3.Event
-			var progress int64
-			for _, resp := range batch {
-				if resp.CompactRevision != 0 || errors.Is(resp.Err(), rpctypes.ErrCompacted) {
-					return errors.Join(mr.apply(ctx, events), errCompacted)
-				}
-				if err := resp.Err(); err != nil {
-					return errors.Join(mr.apply(ctx, events), fmt.Errorf("mirror: source watch: %w", err))
-				}
-				if len(resp.Events) == 0 {
-					progress = max(progress, resp.Header.Revision)
-					continue
-				}
+		}
+		var events []*clientv3.Event
+		var progress int64
+		for _, resp := range batch {
+			switch {
+			case resp.Created:
+			case resp.IsProgressNotify():
+				progress = max(progress, resp.Header.Revision)
+			default:
 				events = append(events, resp.Events...)
 			}
-			pos := progress // a progress notification's
-			if n := len(events); n > 0 {
-				pos = max(pos, events[n-1].Kv.ModRevision)
-			}
-			mr.m.sourceAt(pos)
-			if len(events) > 0 {
-				if err := mr.apply(ctx, events); err != nil {
-					return err
-				}
-			} else if progress > mr.cp.Revision && time.Since(lastProgress) >= mr.cfg.ProgressInterval {
-				// Every event up to this revision has been sent: nothing
-				// of the prefix changed since the checkpoint.
-				next := *mr.cp
-				next.From, next.Revision = mr.cp.Revision+1, progress
-				if err := mr.commit(ctx, nil, next); err != nil {
-					return err
-				}
-				lastProgress = time.Now()
-			}
-			mr.m.appliedAt(mr.cp.Revision)
 		}
+		if failed != nil {
+			return errors.Join(mr.apply(ctx, events), failed)
+		}
+		pos := progress // a progress notification's
+		if n := len(events); n > 0 {
+			pos = max(pos, events[n-1].Kv.ModRevision)
+		}
+		mr.m.sourceAt(pos)
+		if len(events) > 0 {
+			if err := mr.apply(ctx, events); err != nil {
+				return err
+			}
+		} else if progress > mr.cp.Revision && time.Since(lastProgress) >= mr.cfg.ProgressInterval {
+			// Every event up to this revision has been sent: nothing
+			// of the prefix changed since the checkpoint.
+			next := *mr.cp
+			next.From, next.Revision = mr.cp.Revision+1, progress
+			if _, err := mr.commit(ctx, nil, next); err != nil {
+				return err
+			}
+			lastProgress = time.Now()
+		}
+		mr.m.appliedAt(mr.cp.Revision)
 	}
 }
 
 // apply writes events, grouped by revision, in as few transactions as the
 // op limit allows, each with the checkpoint of the last revision in it.
 func (mr *mirror) apply(ctx context.Context, events []*clientv3.Event) error {
-	limit := mr.cfg.MaxTxnOps - 1
+	if len(events) == 0 {
+		return nil
+	}
+	var kvs []*mvccpb.KeyValue
+	for _, ev := range events {
+		if ev.Type == mvccpb.PUT {
+			kvs = append(kvs, ev.Kv)
+		}
+	}
+	if err := mr.ensureLeases(ctx, kvs); err != nil {
+		return err
+	}
+	limit := mr.batch()
 	var (
-		ops   []clientv3.Op
+		ops   []owned
 		index = map[string]int{} // key → its op in ops: a later revision replaces it
 		last  int64
 		revs  int
@@ -108,7 +219,7 @@ func (mr *mirror) apply(ctx context.Context, events []*clientv3.Event) error {
 		}
 		next := *mr.cp
 		next.Phase, next.From, next.Revision = PhaseStream, mr.cp.Revision+1, last
-		if err := mr.commit(ctx, ops, next); err != nil {
+		if _, err := mr.commit(ctx, ops, next); err != nil {
 			return err
 		}
 		mr.m.applied.Add(float64(revs))
@@ -128,35 +239,25 @@ func (mr *mirror) apply(ctx context.Context, events []*clientv3.Event) error {
 				return err
 			}
 		}
-		if len(group) > limit {
-			// One source transaction bigger than ours may be: all but its
-			// last part go without moving the checkpoint. Its puts and
-			// deletes are of distinct keys, so doing a part again after a
-			// crash leaves the same state.
-			for len(group) > limit {
-				part, err := mr.ops(ctx, group[:limit])
-				if err != nil {
-					return err
-				}
-				if err := mr.commit(ctx, part, *mr.cp); err != nil {
-					return err
-				}
-				group = group[limit:]
+		// One source transaction bigger than ours: all but its last part
+		// go without moving the checkpoint. Its puts and deletes are of
+		// distinct keys, so doing a part again after a crash leaves the
+		// same state.
+		for len(group) > limit {
+			if _, err := mr.commitResp(ctx, mr.ops(group[:limit])); err != nil {
+				return err
 			}
+			group = group[limit:]
 		}
 		for _, ev := range group {
 			if reserved(ev.Kv.Key) {
 				continue
 			}
-			op, err := mr.op(ctx, ev)
-			if err != nil {
-				return err
-			}
-			k := string(ev.Kv.Key)
-			if i, ok := index[k]; ok {
+			op := mr.op(ev)
+			if i, ok := index[op.key]; ok {
 				ops[i] = op // etcd refuses a key twice in one transaction
 			} else {
-				index[k] = len(ops)
+				index[op.key] = len(ops)
 				ops = append(ops, op)
 			}
 		}
@@ -166,24 +267,19 @@ func (mr *mirror) apply(ctx context.Context, events []*clientv3.Event) error {
 	return flush()
 }
 
-func (mr *mirror) ops(ctx context.Context, evs []*clientv3.Event) ([]clientv3.Op, error) {
-	out := make([]clientv3.Op, 0, len(evs))
+func (mr *mirror) ops(evs []*clientv3.Event) []owned {
+	out := make([]owned, 0, len(evs))
 	for _, ev := range evs {
-		if reserved(ev.Kv.Key) {
-			continue
+		if !reserved(ev.Kv.Key) {
+			out = append(out, mr.op(ev))
 		}
-		op, err := mr.op(ctx, ev)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, op)
 	}
-	return out, nil
+	return out
 }
 
-func (mr *mirror) op(ctx context.Context, ev *clientv3.Event) (clientv3.Op, error) {
+func (mr *mirror) op(ev *clientv3.Event) owned {
 	if ev.Type == mvccpb.DELETE {
-		return clientv3.OpDelete(mr.mapKey(ev.Kv.Key)), nil
+		return mr.deleteOwned(mr.mapKey(ev.Kv.Key))
 	}
-	return mr.putOp(ctx, ev.Kv)
+	return mr.putOp(ev.Kv)
 }

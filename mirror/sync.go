@@ -11,76 +11,121 @@ import (
 	"go.uber.org/zap"
 )
 
-// sync copies the source prefix as of one revision, page by page, each
-// page's transaction carrying the checkpoint of how far it got; then
-// deletes destination keys the source does not have at that revision; then
-// moves the checkpoint to streaming from that revision. Interrupted, it
-// resumes after the last key copied, as long as the source still has the
-// revision.
-func (mr *mirror) sync(ctx context.Context) error {
-	var rev int64
-	after := ""
-	if mr.cp != nil && mr.cp.Phase == PhaseSync && mr.cp.Revision > 0 {
-		rev, after = mr.cp.Revision, mr.cp.SyncedThrough
-	} else {
-		_, head, err := clusterID(ctx, mr.cfg.Source)
+// sync brings the destination image level with the source without
+// pinning a source revision, so that it finishes however often the source
+// compacts (the etcd-operator EtcdMirror design):
+//
+//  1. note the source revision H (in the checkpoint) and open a watch from
+//     H+1, before reading anything: every change from then on is in it;
+//  2. copy the prefix a page at a time, each page at the source's newest
+//     revision (no revision to compact away), each transaction recording
+//     the last key copied, so that an interrupted sync resumes after it;
+//  3. sweep: delete the destination keys the mirror owns (all of them
+//     under Prune) that the source no longer has;
+//  4. stream the watch from H+1.
+//
+// Each key then holds a value the source had at some revision ≥ H, and
+// the watch replays every change after H in order, so once the checkpoint
+// reaches the newest revision the copy read, the image is exact. The watch
+// is read as the copy goes, so a compaction cannot strand it; if the
+// source has compacted H away before the watch opens (the mirror was
+// interrupted), the sync starts again from the first key.
+func (mr *mirror) sync(ctx context.Context) (*sourceWatch, error) {
+	if mr.cp == nil || mr.cp.Phase != PhaseSync || mr.cp.Revision == 0 {
+		head, err := mr.sourceHead(ctx)
 		if err != nil {
-			return fmt.Errorf("mirror: source revision: %w", err)
+			return nil, err
 		}
 		next := mr.fresh()
 		if mr.cp != nil {
 			next.Resyncs = mr.cp.Resyncs
 		}
 		next.Phase, next.Revision = PhaseSync, head
-		if err := mr.commit(ctx, nil, next); err != nil {
+		if _, err := mr.commit(ctx, nil, next); err != nil {
+			return nil, err
+		}
+	}
+	w, err := mr.openWatch(ctx, mr.cp.Revision+1)
+	if err != nil {
+		return nil, err
+	}
+	if err := mr.copyAll(ctx, w); err != nil {
+		w.cancel()
+		return nil, err
+	}
+	if err := mr.sweep(ctx, w); err != nil {
+		w.cancel()
+		return nil, err
+	}
+	next := *mr.cp
+	next.Phase, next.SyncedThrough, next.From = PhaseStream, "", 0
+	if _, err := mr.commit(ctx, nil, next); err != nil {
+		w.cancel()
+		return nil, err
+	}
+	mr.lg.Info("full sync done; streaming", zap.Int64("from-revision", next.Revision+1))
+	return w, nil
+}
+
+// sourceHead is the source's revision now.
+func (mr *mirror) sourceHead(ctx context.Context) (int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, mr.cfg.RequestTimeout)
+	defer cancel()
+	_, head, err := clusterID(rctx, mr.cfg.Source)
+	if err != nil {
+		return 0, fmt.Errorf("mirror: source revision: %w", err)
+	}
+	return head, nil
+}
+
+// copyAll copies the source prefix after the checkpoint's SyncedThrough.
+func (mr *mirror) copyAll(ctx context.Context, w *sourceWatch) error {
+	key, end := span(mr.cfg.Prefix)
+	start := key
+	if after := mr.cp.SyncedThrough; after != "" {
+		start = after + "\x00"
+	}
+	var total, copied int64
+	if resp, err := mr.get(ctx, mr.cfg.Source, key, clientv3.WithRange(end), clientv3.WithCountOnly()); err == nil {
+		total = resp.Count
+	}
+	if start != key {
+		if resp, err := mr.get(ctx, mr.cfg.Source, key, clientv3.WithRange(start), clientv3.WithCountOnly()); err == nil {
+			copied = resp.Count
+		}
+	}
+	mr.lg.Info("syncing in full", zap.Int64("watch-from", mr.cp.Revision+1), zap.Int64("keys", total),
+		zap.Int64("already-copied", copied), zap.Stringer("policy", mr.cfg.Policy))
+	for {
+		if err := w.poll(); err != nil {
 			return err
 		}
-		rev = head
-	}
-	key, end := span(mr.cfg.Prefix)
-	total, err := mr.cfg.Source.Get(ctx, key, clientv3.WithRange(end), clientv3.WithRev(rev), clientv3.WithCountOnly())
-	if err != nil {
-		return sourceErr(err)
-	}
-	start, copied := key, int64(0)
-	if after != "" {
-		start = after + "\x00"
-		done, err := mr.cfg.Source.Get(ctx, key, clientv3.WithRange(start), clientv3.WithRev(rev), clientv3.WithCountOnly())
-		if err != nil {
-			return sourceErr(err)
-		}
-		copied = done.Count
-	}
-	mr.lg.Info("syncing in full", zap.Int64("revision", rev), zap.Int64("keys", total.Count), zap.Int64("already-copied", copied))
-	for {
-		page, err := mr.cfg.Source.Get(ctx, start, clientv3.WithRange(end), clientv3.WithRev(rev), clientv3.WithLimit(int64(mr.cfg.PageSize)))
+		page, err := mr.get(ctx, mr.cfg.Source, start, clientv3.WithRange(end), clientv3.WithLimit(int64(mr.cfg.PageSize)))
 		if err != nil {
 			return sourceErr(err)
 		}
 		if len(page.Kvs) == 0 {
 			break
 		}
-		for chunk := range chunks(page.Kvs, mr.cfg.MaxTxnOps-1) {
-			ops := make([]clientv3.Op, 0, len(chunk))
+		if err := mr.ensureLeases(ctx, page.Kvs); err != nil {
+			return err
+		}
+		for chunk := range chunks(page.Kvs, mr.batch()) {
+			ops := make([]owned, 0, len(chunk))
 			for _, kv := range chunk {
-				if reserved(kv.Key) {
-					continue
+				if !reserved(kv.Key) {
+					ops = append(ops, mr.putOp(kv))
 				}
-				op, err := mr.putOp(ctx, kv)
-				if err != nil {
-					return err
-				}
-				ops = append(ops, op)
 			}
 			next := *mr.cp
 			next.SyncedThrough = string(chunk[len(chunk)-1].Key)
-			if err := mr.commit(ctx, ops, next); err != nil {
+			if _, err := mr.commit(ctx, ops, next); err != nil {
 				return err
 			}
 			copied += int64(len(chunk))
 			mr.m.syncedKeys.Add(float64(len(chunk)))
 			if mr.cfg.Progress != nil {
-				mr.cfg.Progress(copied, total.Count)
+				mr.cfg.Progress(copied, max(total, copied))
 			}
 		}
 		if !page.More {
@@ -88,83 +133,120 @@ func (mr *mirror) sync(ctx context.Context) error {
 		}
 		start = string(page.Kvs[len(page.Kvs)-1].Key) + "\x00"
 	}
-	if err := mr.deleteExtras(ctx, rev); err != nil {
-		return err
-	}
-	next := *mr.cp
-	next.Phase, next.SyncedThrough, next.From = PhaseStream, "", 0
-	if err := mr.commit(ctx, nil, next); err != nil {
-		return err
-	}
-	mr.lg.Info("full sync done; streaming", zap.Int64("revision", rev), zap.Int64("keys", copied))
 	return nil
 }
 
-// deleteExtras deletes destination keys under the mapped prefix that the
-// source did not have at rev: keys deleted while the mirror was away. It
-// walks the destination a page at a time and asks the source for the same
-// span, so memory stays bounded by a page.
-func (mr *mirror) deleteExtras(ctx context.Context, rev int64) error {
+// sweep deletes the destination keys of the image that the source does
+// not have now: those it owns, or every one under Prune. It walks the
+// destination a page at a time and reads the source's matching span, so
+// memory stays bounded by a page. A key the source creates after its span
+// was read comes by the watch.
+func (mr *mirror) sweep(ctx context.Context, w *sourceWatch) error {
 	key, end := span(mr.cfg.DestPrefix)
-	first, err := mr.cfg.Dest.Get(ctx, key, clientv3.WithRange(end), clientv3.WithCountOnly())
-	if err != nil {
-		return fmt.Errorf("mirror: destination: %w", err)
-	}
-	drev, start, deleted := first.Header.Revision, key, 0
+	start, deleted, kept := key, 0, 0
 	for {
-		page, err := mr.cfg.Dest.Get(ctx, start, clientv3.WithRange(end), clientv3.WithRev(drev), clientv3.WithKeysOnly(), clientv3.WithLimit(int64(mr.cfg.PageSize)))
+		if err := w.poll(); err != nil {
+			return err
+		}
+		page, err := mr.get(ctx, mr.cfg.Dest, start, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(int64(mr.cfg.PageSize)))
 		if err != nil {
 			return fmt.Errorf("mirror: destination: %w", err)
 		}
-		if len(page.Kvs) == 0 {
-			break
-		}
-		lo, hi := mr.unmapKey(page.Kvs[0].Key), mr.unmapKey(page.Kvs[len(page.Kvs)-1].Key)+"\x00"
-		have, err := mr.cfg.Source.Get(ctx, lo, clientv3.WithRange(hi), clientv3.WithRev(rev), clientv3.WithKeysOnly())
-		if err != nil {
-			return sourceErr(err)
-		}
-		inSource := make(map[string]bool, len(have.Kvs))
-		for _, kv := range have.Kvs {
-			inSource[mr.mapKey(kv.Key)] = true
-		}
-		var dels []clientv3.Op
+		var keys []string
 		for _, kv := range page.Kvs {
-			if !reserved(kv.Key) && !inSource[string(kv.Key)] {
-				dels = append(dels, clientv3.OpDelete(string(kv.Key)))
+			if !reserved(kv.Key) {
+				keys = append(keys, string(kv.Key))
 			}
 		}
-		for chunk := range chunks(dels, mr.cfg.MaxTxnOps-1) {
-			if err := mr.commit(ctx, chunk, *mr.cp); err != nil {
+		if len(keys) > 0 {
+			inSource, err := mr.sourceHas(ctx, mr.unmapKey([]byte(keys[0])), mr.unmapKey([]byte(keys[len(keys)-1]))+"\x00")
+			if err != nil {
 				return err
 			}
-			deleted += len(chunk)
+			var dels []owned
+			for _, k := range keys {
+				if !inSource[k] {
+					dels = append(dels, mr.deleteOwned(k))
+				}
+			}
+			for chunk := range chunks(dels, mr.batch()) {
+				resp, err := mr.commitResp(ctx, chunk)
+				if err != nil {
+					return err
+				}
+				for _, r := range resp {
+					if t := r.GetResponseTxn(); t != nil && t.Succeeded {
+						deleted++
+					} else {
+						kept++
+					}
+				}
+			}
 		}
-		if !page.More {
+		if !page.More || len(page.Kvs) == 0 {
 			break
 		}
-		start = string(page.Kvs[len(page.Kvs)-1].Key) + "\x00"
+		start = skipReserved(string(page.Kvs[len(page.Kvs)-1].Key)+"\x00", end)
 	}
-	if deleted > 0 {
-		mr.lg.Info("deleted destination keys the source no longer has", zap.Int("keys", deleted), zap.Int64("revision", rev))
+	if deleted > 0 || kept > 0 {
+		mr.lg.Info("swept the destination: deleted the keys the source no longer has", zap.Int("deleted", deleted),
+			zap.Int("kept-not-written-by-this-mirror", kept), zap.Stringer("policy", mr.cfg.Policy))
 	}
 	return nil
 }
 
-// putOp copies one source key, with a destination lease if it has one.
-func (mr *mirror) putOp(ctx context.Context, kv *mvccpb.KeyValue) (clientv3.Op, error) {
-	if kv.Lease == 0 || mr.leases == nil {
-		return clientv3.OpPut(mr.mapKey(kv.Key), string(kv.Value)), nil
+// sourceHas reads which keys the source has in [lo, hi) now, by their
+// destination names.
+func (mr *mirror) sourceHas(ctx context.Context, lo, hi string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for {
+		resp, err := mr.get(ctx, mr.cfg.Source, lo, clientv3.WithRange(hi), clientv3.WithKeysOnly(), clientv3.WithLimit(int64(mr.cfg.PageSize)))
+		if err != nil {
+			return nil, sourceErr(err)
+		}
+		for _, kv := range resp.Kvs {
+			out[mr.mapKey(kv.Key)] = true
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return out, nil
+		}
+		lo = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-	id, err := mr.leases.dest(ctx, kv.Lease)
-	if err != nil {
-		return clientv3.Op{}, err
+}
+
+// get reads with the request timeout.
+func (mr *mirror) get(ctx context.Context, cli *clientv3.Client, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	rctx, cancel := context.WithTimeout(ctx, mr.cfg.RequestTimeout)
+	defer cancel()
+	return cli.Get(rctx, key, opts...)
+}
+
+// batch is how many changes go in one transaction.
+func (mr *mirror) batch() int { return mr.cfg.MaxTxnOps - nestedOps - 1 }
+
+// putOp copies one source key, with the destination lease of its source
+// lease if it has one (ensureLeases has been called for it).
+func (mr *mirror) putOp(kv *mvccpb.KeyValue) owned {
+	var id clientv3.LeaseID
+	if kv.Lease != 0 && mr.leases != nil {
+		// 0 if the source lease has expired: the key's delete is on its way.
+		id = mr.leases.dest(kv.Lease)
 	}
-	if id == 0 {
-		// The source lease has expired: the key's delete is on its way.
-		return clientv3.OpPut(mr.mapKey(kv.Key), string(kv.Value)), nil
+	return mr.putOwned(mr.mapKey(kv.Key), string(kv.Value), id)
+}
+
+// ensureLeases gives every source lease of kvs a destination lease.
+func (mr *mirror) ensureLeases(ctx context.Context, kvs []*mvccpb.KeyValue) error {
+	if mr.leases == nil {
+		return nil
 	}
-	return clientv3.OpPut(mr.mapKey(kv.Key), string(kv.Value), clientv3.WithLease(clientv3.LeaseID(id))), nil
+	var ids []int64
+	for _, kv := range kvs {
+		if kv.Lease != 0 {
+			ids = append(ids, kv.Lease)
+		}
+	}
+	return mr.leases.ensure(ctx, ids)
 }
 
 // sourceErr tells compaction, which needs a new full sync, from the rest.
@@ -173,6 +255,15 @@ func sourceErr(err error) error {
 		return errCompacted
 	}
 	return fmt.Errorf("mirror: source: %w", err)
+}
+
+// skipReserved moves a scan's next key past the mirrors' own keys.
+func skipReserved(next, end string) string {
+	rend := clientv3.GetPrefixRangeEnd(ReservedPrefix)
+	if next >= ReservedPrefix && next < rend && (end == "\x00" || end > rend) {
+		return rend
+	}
+	return next
 }
 
 // chunks splits s into runs of at most n.

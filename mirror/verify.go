@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -14,9 +15,16 @@ type Difference struct {
 	// Key is the source key (the destination key for "extra").
 	Key string
 	// Kind is "missing" (in the source, not the destination), "extra" (in
-	// the destination, not the source) or "value" (both, different values).
+	// the destination, not the source), "value" (both, different values),
+	// "conflict" (both, different values, and the mirror did not write the
+	// destination key, so it leaves it alone) or "unowned" (a destination
+	// key the mirror did not write, which the source does not have or has
+	// with the same value: not a difference, reported apart).
 	Kind string
 }
+
+// Differs is false for keys that are only reported as not the mirror's.
+func (d Difference) Differs() bool { return d.Kind != "unowned" }
 
 func (d Difference) String() string {
 	switch d.Kind {
@@ -24,6 +32,10 @@ func (d Difference) String() string {
 		return fmt.Sprintf("missing in destination: %q", d.Key)
 	case "extra":
 		return fmt.Sprintf("extra in destination: %q", d.Key)
+	case "conflict":
+		return fmt.Sprintf("value differs, and the destination key is not the mirror's (it leaves it alone; --overwrite copies over it): %q", d.Key)
+	case "unowned":
+		return fmt.Sprintf("not written by the mirror (left alone): %q", d.Key)
 	}
 	return fmt.Sprintf("value differs: %q", d.Key)
 }
@@ -43,8 +55,9 @@ type VerifyConfig struct {
 }
 
 // Verify compares the source at a revision with the destination through
-// the prefix mapping. It returns the differences and the source revision
-// compared.
+// the prefix mapping. It returns the differences, and the destination keys
+// the mirror did not write (Kind "unowned", Differs false), and the source
+// revision compared.
 func Verify(ctx context.Context, cfg VerifyConfig) ([]Difference, int64, error) {
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 1000
@@ -69,6 +82,23 @@ func Verify(ctx context.Context, cfg VerifyConfig) ([]Difference, int64, error) 
 	skey, send := span(cfg.Prefix)
 	src := &pager{cli: cfg.Source, next: skey, end: send, rev: rev, size: cfg.PageSize}
 	dst := &pager{cli: cfg.Dest, next: dkey, end: dend, rev: drev, size: cfg.PageSize}
+	oKey, oEnd := span(ownPrefix(cfg.Name))
+	owns := &pager{cli: cfg.Dest, next: oKey, end: oEnd, rev: drev, size: cfg.PageSize, keysOnly: true, all: true}
+	o, err := owns.get(ctx)
+	if err != nil {
+		return nil, rev, fmt.Errorf("mirror: destination ownership records: %w", err)
+	}
+	// mine reports whether the mirror owns destination key k; keys come
+	// in order.
+	mine := func(k []byte) (bool, error) {
+		name := string(k)
+		for o != nil && strings.TrimPrefix(string(o.Key), ownPrefix(cfg.Name)) < name {
+			if o, err = owns.get(ctx); err != nil {
+				return false, fmt.Errorf("mirror: destination ownership records: %w", err)
+			}
+		}
+		return o != nil && strings.TrimPrefix(string(o.Key), ownPrefix(cfg.Name)) == name, nil
+	}
 	var diffs []Difference
 	s, err := src.get(ctx)
 	if err != nil {
@@ -88,13 +118,25 @@ func Verify(ctx context.Context, cfg VerifyConfig) ([]Difference, int64, error) 
 		default:
 			c = bytes.Compare([]byte(m.mapKey(s.Key)), d.Key)
 		}
+		owner := true
+		if c >= 0 {
+			if owner, err = mine(d.Key); err != nil {
+				return diffs, rev, err
+			}
+		}
 		switch {
 		case c < 0:
 			diffs = append(diffs, Difference{Key: string(s.Key), Kind: "missing"})
-		case c > 0:
+		case c > 0 && owner:
 			diffs = append(diffs, Difference{Key: string(d.Key), Kind: "extra"})
-		case !bytes.Equal(s.Value, d.Value):
+		case c > 0:
+			diffs = append(diffs, Difference{Key: string(d.Key), Kind: "unowned"})
+		case !bytes.Equal(s.Value, d.Value) && owner:
 			diffs = append(diffs, Difference{Key: string(s.Key), Kind: "value"})
+		case !bytes.Equal(s.Value, d.Value):
+			diffs = append(diffs, Difference{Key: string(s.Key), Kind: "conflict"})
+		case !owner:
+			diffs = append(diffs, Difference{Key: string(d.Key), Kind: "unowned"})
 		}
 		if c <= 0 {
 			if s, err = src.get(ctx); err != nil {
@@ -119,6 +161,8 @@ type pager struct {
 	size      int
 	buf       []*mvccpb.KeyValue
 	done      bool
+	// keysOnly reads no values; all keeps the mirrors' own keys.
+	keysOnly, all bool
 }
 
 // get returns the next key, or nil at the end.
@@ -127,14 +171,18 @@ func (p *pager) get(ctx context.Context) (*mvccpb.KeyValue, error) {
 		for len(p.buf) > 0 {
 			kv := p.buf[0]
 			p.buf = p.buf[1:]
-			if !reserved(kv.Key) {
+			if p.all || !reserved(kv.Key) {
 				return kv, nil
 			}
 		}
 		if p.done {
 			return nil, nil
 		}
-		resp, err := p.cli.Get(ctx, p.next, clientv3.WithRange(p.end), clientv3.WithRev(p.rev), clientv3.WithLimit(int64(p.size)))
+		opts := []clientv3.OpOption{clientv3.WithRange(p.end), clientv3.WithRev(p.rev), clientv3.WithLimit(int64(p.size))}
+		if p.keysOnly {
+			opts = append(opts, clientv3.WithKeysOnly())
+		}
+		resp, err := p.cli.Get(ctx, p.next, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -142,6 +190,9 @@ func (p *pager) get(ctx context.Context) (*mvccpb.KeyValue, error) {
 		p.done = !resp.More || len(resp.Kvs) == 0
 		if len(resp.Kvs) > 0 {
 			p.next = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+			if !p.all {
+				p.next = skipReserved(p.next, p.end)
+			}
 		}
 	}
 }

@@ -30,7 +30,9 @@ const mirrorUsage = `replica mirror: copy a key prefix of one etcd cluster into 
 the source's watch. Resumable (a checkpoint in the destination, written in the
 same transaction as each change), ordered and exactly once; keys deleted while
 it was down are deleted on restart; a source compacted past the checkpoint
-means a full sync again, never a silent gap.
+means a full sync again, never a silent gap. The mirror overwrites and deletes
+only keys it wrote: an initial sync into a destination that holds other keys
+in its image stops and asks for --overwrite or --prune.
 
 Usage:
   replica mirror --source-endpoints URL[,URL…] --dest-endpoints URL[,URL…] \
@@ -67,13 +69,13 @@ func runMirror(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 2
 	}
 	defer lg.Sync()
-	src, err := sideClient(cfg.Source, "source", lg)
+	src, err := mirrorClient(cfg, cfg.Source, "source", lg)
 	if err != nil {
 		printProblems(stderr, err)
 		return 2
 	}
 	defer src.Close()
-	dst, err := sideClient(cfg.Dest, "dest", lg)
+	dst, err := mirrorClient(cfg, cfg.Dest, "dest", lg)
 	if err != nil {
 		printProblems(stderr, err)
 		return 2
@@ -82,15 +84,24 @@ func runMirror(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 	if verify {
 		diffs, rev, err := mirror.Verify(ctx, mirror.VerifyConfig{Source: src, Dest: dst, Prefix: cfg.Prefix, DestPrefix: cfg.MappedDestPrefix(), Name: cfg.Name, Rev: cfg.Rev, PageSize: cfg.PageSize})
+		differ, unowned := 0, 0
 		for _, d := range diffs {
 			fmt.Fprintln(stdout, d)
+			if d.Differs() {
+				differ++
+			} else {
+				unowned++
+			}
 		}
 		if err != nil {
 			printProblems(stderr, err)
 			return 2
 		}
-		if len(diffs) > 0 {
-			fmt.Fprintf(stderr, "replica mirror verify: %d difference(s) at source revision %d\n", len(diffs), rev)
+		if unowned > 0 {
+			fmt.Fprintf(stdout, "%d destination key(s) in the image were not written by mirror %q and are left alone (not differences)\n", unowned, cfg.Name)
+		}
+		if differ > 0 {
+			fmt.Fprintf(stderr, "replica mirror verify: %d difference(s) at source revision %d\n", differ, rev)
 			return 1
 		}
 		fmt.Fprintf(stdout, "source revision %d and the destination agree\n", rev)
@@ -114,7 +125,8 @@ func runMirror(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	err = mirror.Run(ctx, mirror.Config{
 		Source: src, Dest: dst, Prefix: cfg.Prefix, DestPrefix: cfg.MappedDestPrefix(),
 		Rev: cfg.Rev, Name: cfg.Name, MaxTxnOps: cfg.MaxTxnOps, PageSize: cfg.PageSize,
-		NoLeases: cfg.NoLeases, ProgressInterval: cfg.ProgressInterval,
+		NoLeases: cfg.NoLeases, ProgressInterval: cfg.ProgressInterval, Policy: policy(cfg),
+		RequestTimeout: cfg.CommandTimeout, StallAfter: cfg.StallTimeout,
 		Progress: syncProgress(lg), Logger: lg, Registerer: reg,
 	})
 	if err != nil {
@@ -124,9 +136,29 @@ func runMirror(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return 0
 }
 
+func policy(cfg config.Mirror) mirror.Policy {
+	switch {
+	case cfg.Prune:
+		return mirror.Prune
+	case cfg.Overwrite:
+		return mirror.Overwrite
+	}
+	return mirror.Keep
+}
+
+// mirrorClient connects to one side of a mirror, with gRPC keepalive.
+func mirrorClient(m config.Mirror, s config.MirrorSide, side string, lg *zap.Logger) (*clientv3.Client, error) {
+	return dialSide(clientv3.Config{DialKeepAliveTime: m.KeepaliveTime, DialKeepAliveTimeout: m.KeepaliveTimeout}, s, side, lg)
+}
+
 // sideClient connects to one side with its own TLS and credentials.
 func sideClient(s config.MirrorSide, side string, lg *zap.Logger) (*clientv3.Client, error) {
-	cfg := clientv3.Config{Endpoints: s.Endpoints, DialTimeout: 5 * time.Second, Logger: lg.Named(side + "-client").WithOptions(zap.IncreaseLevel(zap.WarnLevel))}
+	return dialSide(clientv3.Config{}, s, side, lg)
+}
+
+func dialSide(cfg clientv3.Config, s config.MirrorSide, side string, lg *zap.Logger) (*clientv3.Client, error) {
+	cfg.Endpoints, cfg.DialTimeout = s.Endpoints, 5*time.Second
+	cfg.Logger = lg.Named(side + "-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))
 	var err error
 	if cfg.TLS, err = sideTLS(s, side); err != nil {
 		return nil, err

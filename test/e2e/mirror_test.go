@@ -124,11 +124,12 @@ func mustVerify(t *testing.T, p *mirrorPair, extra ...string) {
 func TestMirrorSyncsThenStreams(t *testing.T) {
 	p := startMirrorPair(t)
 	fill(t, p.s, "m/", 100000)
-	// A destination key the source never had: the sync deletes it.
+	// A destination key the source never had: the sync deletes it, as
+	// --prune asks.
 	if _, err := p.d.Put(context.Background(), "m/stray", "x"); err != nil {
 		t.Fatal(err)
 	}
-	proc := p.start(t, "--prefix", "m/")
+	proc := p.start(t, "--prefix", "m/", "--prune")
 	p.waitCaughtUp(t, "default")
 	rng := rand.New(rand.NewPCG(1, 2))
 	churn(t, p.s, rng, "m/", 10000, 120000)
