@@ -76,6 +76,11 @@ type ClusterConfig struct {
 	// Proxy.BlackholeFrom can cut one process's raft links (plain http
 	// only).
 	PeerProxies bool
+	// ClientProxies puts a Proxy in front of every member's client URL and
+	// has members advertise it (member list shows the proxy), so that a
+	// member's advertised client URL can be cut while the harness, which
+	// dials ClientURL, still reaches it (plain http only).
+	ClientProxies bool
 }
 
 // Member is one voting member of a Cluster.
@@ -89,6 +94,9 @@ type Member struct {
 	AdvertisePeerURL string
 	// PeerProxy is the proxy in front of PeerURL, or nil.
 	PeerProxy *Proxy
+	// ClientProxy is the proxy in front of ClientURL that the member
+	// advertises (ClusterConfig.ClientProxies), or nil.
+	ClientProxy *Proxy
 	// ID is the member id, learned once the cluster is ready.
 	ID      uint64
 	Proc    *Proc
@@ -120,8 +128,8 @@ func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 	if n == 0 {
 		n = 3
 	}
-	if cfg.PeerProxies && cfg.TLS != nil {
-		t.Fatalf("harness: PeerProxies is for plain http clusters")
+	if (cfg.PeerProxies || cfg.ClientProxies) && cfg.TLS != nil {
+		t.Fatalf("harness: PeerProxies and ClientProxies are for plain http clusters")
 	}
 	if n < 0 || len(cfg.Kinds) > n {
 		t.Fatalf("harness: cluster of N=%d with %d kinds", cfg.N, len(cfg.Kinds))
@@ -147,6 +155,9 @@ func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 		if cfg.PeerProxies {
 			m.PeerProxy = NewProxy(t, strings.TrimPrefix(m.PeerURL, "http://"))
 			m.AdvertisePeerURL = m.PeerProxy.URL()
+		}
+		if cfg.ClientProxies {
+			m.ClientProxy = NewProxy(t, strings.TrimPrefix(m.ClientURL, "http://"))
 		}
 		c.Members = append(c.Members, m)
 		peers[i] = m.Name + "=" + m.AdvertisePeerURL
@@ -174,7 +185,7 @@ func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 			"--name", m.Name,
 			"--data-dir", m.DataDir,
 			"--listen-client-urls", m.ClientURL,
-			"--advertise-client-urls", m.ClientURL,
+			"--advertise-client-urls", m.advertiseClientURL(),
 			"--listen-peer-urls", m.PeerURL,
 			"--initial-advertise-peer-urls", m.AdvertisePeerURL,
 			"--initial-cluster", strings.Join(peers, ","),
@@ -191,6 +202,14 @@ func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 	c.status = c.Client(t)
 	c.waitReady(t)
 	return c
+}
+
+// advertiseClientURL is the client URL the member advertises.
+func (m *Member) advertiseClientURL() string {
+	if m.ClientProxy != nil {
+		return m.ClientProxy.URL()
+	}
+	return m.ClientURL
 }
 
 // waitReady waits until every member answers Status and all report the same

@@ -1,0 +1,81 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/understudy-kv/understudy/test/harness"
+)
+
+// standbyArgs are a standby's flags in these tests.
+var standbyArgs = []string{"--role", "standby", "--failover-after", "5s", "--promote-hold", "1s"}
+
+// TestStandbyKeepsAVoterWhoseClientURLIsCut: a voter whose advertised
+// client URL does not answer but whose raft is healthy is never removed.
+// First a follower's client URL is cut (the leader's raft progress says it
+// replicates to it); after 30 s the leader's too (no leader's view: the
+// peer URLs decide).
+func TestStandbyKeepsAVoterWhoseClientURLIsCut(t *testing.T) {
+	bins := harness.Binaries(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, ClientProxies: true})
+	s := startReplica(t, bins, c, "standby", replicaOpts{Extra: standbyArgs})
+	leader := c.Leader(t)
+	var follower *harness.Member
+	for _, m := range c.Members {
+		if m != leader {
+			follower = m
+			break
+		}
+	}
+	cli := client(t, c.Endpoints()...) // the members' own client URLs, not the proxies
+	w := startWriter(client(t, leader.ClientURL))
+	ctx := context.Background()
+	cut := func(m *harness.Member) {
+		t.Helper()
+		m.ClientProxy.Blackhole()
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if _, err := cli.Status(sctx, m.ClientProxy.URL()); err == nil {
+			t.Fatalf("%s's advertised client URL %s still answers after the cut", m.Name, m.ClientProxy.URL())
+		}
+	}
+	cut(follower)
+	start := time.Now()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	leaderCut := false
+	checks := 0
+	for time.Since(start) < 60*time.Second {
+		<-tick.C
+		if !leaderCut && time.Since(start) > 30*time.Second {
+			cut(leader)
+			leaderCut = true
+		}
+		vs, ls := voters(t, cli)
+		checks++
+		if len(vs) != 3 || !contains(vs, follower.Name) || !contains(vs, leader.Name) || len(ls) != 1 {
+			t.Fatalf("%v after the cut: voters %v, learners %v; want the 3 voters kept and the standby a learner", time.Since(start).Round(time.Millisecond), vs, ls)
+		}
+		if s.Exited() {
+			t.Fatalf("the standby exited")
+		}
+	}
+	w.finish(t)
+	for _, msg := range []string{"took the failover lock", "failover record written", "promoted to voter", "removed the dead voter it replaced"} {
+		if n := len(logLines(t, s.Proc, msg)); n != 0 {
+			t.Errorf("the standby logged %q %d times", msg, n)
+		}
+	}
+	t.Logf("%d membership checks over %v, the follower's client URL cut throughout, the leader's for the last 30 s", checks, time.Since(start).Round(time.Second))
+	// The standby is alive and still judging: a voter really killed is
+	// still replaced. (It needs the leader's commit index to know it is
+	// caught up, which the leader's client URL serves.)
+	leader.ClientProxy.Heal()
+	follower.Proc.Kill()
+	harness.WaitFor(t, time.Minute, "the killed follower replaced by the standby", func() (bool, error) {
+		vs, ls := voters(t, cli)
+		return len(vs) == 3 && len(ls) == 0 && !contains(vs, follower.Name) && contains(vs, "standby"), fmt.Errorf("voters %v, learners %v", vs, ls)
+	})
+}
