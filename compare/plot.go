@@ -3,6 +3,7 @@ package compare
 import (
 	"fmt"
 	"image/color"
+	"io"
 	"path/filepath"
 	"slices"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // PlotFiles are the plots WriteFiles writes, each as .png and .svg.
@@ -39,50 +42,75 @@ var faultShade = color.RGBA{R: 0xe0, G: 0xe0, B: 0xe0, A: 0xff}
 // PathColor is the colour of p's series in the plots.
 func PathColor(p Path) color.RGBA { return pathColors[p] }
 
+// figure is a plot, or a column of plots sharing an x axis.
+type figure [][]*plot.Plot
+
+const figWidth = 20 * vg.Centimeter
+
 // Plots writes, into dir, the distribution of staleness per path (as a
-// cumulative distribution) and staleness over time per path with the
-// fault's window shaded, each as PNG and SVG.
+// cumulative distribution) and staleness over time per path (a panel
+// each, the fault's window shaded), each as PNG and SVG.
 func (a *Analysis) Plots(dir string) error {
-	for name, build := range map[string]func() (*plot.Plot, error){
+	for name, build := range map[string]func() (figure, vg.Length, error){
 		"staleness-cdf":  a.cdfPlot,
 		"staleness-time": a.timePlot,
 	} {
-		p, err := build()
+		fig, height, err := build()
 		if err != nil {
 			return fmt.Errorf("compare: plot %s: %w", name, err)
 		}
-		for _, ext := range []string{".png", ".svg"} {
-			if err := p.Save(20*vg.Centimeter, 11*vg.Centimeter, filepath.Join(dir, name+ext)); err != nil {
-				return fmt.Errorf("compare: plot %s: %w", name+ext, err)
+		png := vgimg.PngCanvas{Canvas: vgimg.New(figWidth, height)}
+		svg := vgsvg.New(figWidth, height)
+		for ext, c := range map[string]interface {
+			vg.CanvasSizer
+			io.WriterTo
+		}{".png": png, ".svg": svg} {
+			fig.draw(c)
+			if err := writeFile(filepath.Join(dir, name+ext), func(w io.Writer) error { _, err := c.WriteTo(w); return err }); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
 }
 
-// maxStaleness is the largest staleness any path saw, at least 1 ms so
-// that axes have a width.
-func (a *Analysis) maxStaleness() float64 {
+func (f figure) draw(c vg.CanvasSizer) {
+	dc := draw.New(c)
+	if len(f) == 1 {
+		f[0][0].Draw(dc)
+		return
+	}
+	tiles := draw.Tiles{Rows: len(f), Cols: 1, PadY: vg.Millimeter, PadTop: vg.Millimeter, PadBottom: vg.Millimeter, PadLeft: vg.Millimeter, PadRight: 3 * vg.Millimeter}
+	cs := plot.Align(f, tiles, dc)
+	for i := range f {
+		f[i][0].Draw(cs[i][0])
+	}
+}
+
+// maxStaleness is the largest staleness paths saw, at least 1 ms so that
+// axes have a width.
+func (a *Analysis) maxStaleness(paths ...Path) float64 {
 	m := 1.0
-	for _, ss := range a.Samples {
-		for _, s := range ss {
+	for _, p := range paths {
+		for _, s := range a.Samples[p] {
 			m = max(m, s.StalenessMS)
 		}
 	}
 	return m
 }
 
-func (a *Analysis) cdfPlot() (*plot.Plot, error) {
+func (a *Analysis) cdfPlot() (figure, vg.Length, error) {
 	p := plot.New()
 	p.Title.Text = "Staleness at read time, per path (cumulative)"
 	p.X.Label.Text = fmt.Sprintf("staleness (ms, log scale; a read that missed nothing is drawn at %g)", cdfFloor)
 	p.Y.Label.Text = "fraction of reads at most this stale"
 	p.Y.Min, p.Y.Max = 0, 1.02
-	xmax := a.maxStaleness() * 1.2
+	xmax := a.maxStaleness(Paths...) * 1.2
 	p.X.Min, p.X.Max = cdfFloor, xmax
 	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 	p.Legend.Top, p.Legend.Left = false, false
-	p.Legend.YOffs = -vg.Centimeter
+	p.Legend.YOffs = vg.Centimeter
+	p.Add(plotter.NewGrid())
 	for i, path := range Paths {
 		vs := make([]float64, 0, len(a.Samples[path]))
 		for _, s := range a.Samples[path] {
@@ -104,38 +132,56 @@ func (a *Analysis) cdfPlot() (*plot.Plot, error) {
 			pts = append(pts, plotter.XY{X: v, Y: below}, plotter.XY{X: v, Y: y})
 			below = y
 		}
-		if len(pts) > 0 {
-			pts = append(pts, plotter.XY{X: xmax, Y: 1})
+		if len(pts) == 0 {
+			p.Legend.Add(string(path) + " (no successful read)")
+			continue
 		}
-		if err := addLine(p, path, pts, i); err != nil {
-			return nil, err
+		pts = append(pts, plotter.XY{X: xmax, Y: 1})
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return nil, 0, err
 		}
+		l.Color = pathColors[path]
+		// Paths that never lag draw on top of each other: each is
+		// narrower than the one before, so all show, nested.
+		l.Width = vg.Points(1.2 + 2.5*float64(len(Paths)-1-i))
+		p.Add(l)
+		p.Legend.Add(string(path), l)
 	}
-	return p, nil
+	return figure{{p}}, 11 * vg.Centimeter, nil
 }
 
-func (a *Analysis) timePlot() (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Staleness over time, per path (the stalest successful read in each %v)", timeBucket)
-	p.X.Label.Text = "seconds since the start of the workload"
-	p.Y.Label.Text = "staleness (ms)"
-	// Headroom above the data for the legend.
-	ymax := a.maxStaleness() * 1.45
-	p.Y.Min, p.Y.Max = 0, ymax
-	p.X.Min, p.X.Max = 0, a.Config.DurationS
-	p.Legend.Top, p.Legend.Left = true, true
-	if a.FaultTo > a.FaultFrom {
-		from, to := a.FaultFrom.Seconds(), a.FaultTo.Seconds()
-		shade, err := plotter.NewPolygon(plotter.XYs{{X: from, Y: 0}, {X: to, Y: 0}, {X: to, Y: ymax}, {X: from, Y: ymax}})
-		if err != nil {
-			return nil, err
+func (a *Analysis) timePlot() (figure, vg.Length, error) {
+	var fig figure
+	for i, path := range Paths {
+		p := plot.New()
+		p.Title.Text = string(path)
+		p.Title.TextStyle.Font.Size = vg.Points(10)
+		p.Title.Padding = 0
+		if i == 0 {
+			p.Title.Text = fmt.Sprintf("Staleness over time (ms; the stalest successful read in each %v)\n%s", timeBucket, path)
 		}
-		shade.Color = faultShade
-		shade.LineStyle.Width = 0
-		p.Add(shade)
-		p.Legend.Add("fault: "+string(a.Config.Fault), shade)
-	}
-	for _, path := range Paths {
+		if i == len(Paths)-1 {
+			p.X.Label.Text = "seconds since the start of the workload"
+		}
+		ymax := a.maxStaleness(path) * 1.1
+		p.Y.Min, p.Y.Max = 0, ymax
+		p.X.Min, p.X.Max = 0, a.Config.DurationS
+		if a.FaultTo > a.FaultFrom {
+			from, to := a.FaultFrom.Seconds(), a.FaultTo.Seconds()
+			shade, err := plotter.NewPolygon(plotter.XYs{{X: from, Y: 0}, {X: to, Y: 0}, {X: to, Y: ymax}, {X: from, Y: ymax}})
+			if err != nil {
+				return nil, 0, err
+			}
+			shade.Color = faultShade
+			shade.LineStyle.Width = 0
+			p.Add(shade)
+			if i == 0 {
+				p.Legend.Add("fault: "+string(a.Config.Fault), shade)
+				p.Legend.Top = true
+			}
+		}
+		p.Add(plotter.NewGrid())
 		buckets := map[int]float64{}
 		for _, s := range a.Samples[path] {
 			b := int(s.At / timeBucket)
@@ -150,50 +196,22 @@ func (a *Analysis) timePlot() (*plot.Plot, error) {
 		for _, b := range keys {
 			pts = append(pts, plotter.XY{X: (time.Duration(b) * timeBucket).Seconds(), Y: buckets[b]})
 		}
-		if err := addScatter(p, path, pts); err != nil {
-			return nil, err
+		if len(pts) == 0 {
+			p.Title.Text += " (no successful read)"
+		} else {
+			// Points, not a line: where a path answered no read there is
+			// no point, rather than a line drawn across the gap.
+			sc, err := plotter.NewScatter(pts)
+			if err != nil {
+				return nil, 0, err
+			}
+			sc.GlyphStyle.Color = pathColors[path]
+			sc.GlyphStyle.Radius = vg.Points(1.6)
+			sc.GlyphStyle.Shape = draw.CircleGlyph{}
+			p.Add(sc)
 		}
+		fig = append(fig, []*plot.Plot{p})
 	}
-	p.Add(plotter.NewGrid())
-	return p, nil
+	return fig, vg.Length(len(Paths)) * 4 * vg.Centimeter, nil
 }
 
-// addLine adds path's series; a path with no successful read still gets
-// its legend entry, saying so.
-func addLine(p *plot.Plot, path Path, pts plotter.XYs, i int) error {
-	if len(pts) == 0 {
-		p.Legend.Add(string(path) + " (no successful read)")
-		return nil
-	}
-	l, err := plotter.NewLine(pts)
-	if err != nil {
-		return err
-	}
-	l.Color = pathColors[path]
-	l.Width = vg.Points(1.5)
-	// Paths that never lag draw on top of each other: dashes tell them
-	// apart.
-	l.Dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, nil, {vg.Points(2), vg.Points(2)}, nil}[i%5]
-	p.Add(l)
-	p.Legend.Add(string(path), l)
-	return nil
-}
-
-// addScatter adds path's series as points: where a path answered no read
-// there is no point, rather than a line drawn across the gap.
-func addScatter(p *plot.Plot, path Path, pts plotter.XYs) error {
-	if len(pts) == 0 {
-		p.Legend.Add(string(path) + " (no successful read)")
-		return nil
-	}
-	sc, err := plotter.NewScatter(pts)
-	if err != nil {
-		return err
-	}
-	sc.GlyphStyle.Color = pathColors[path]
-	sc.GlyphStyle.Radius = vg.Points(1.6)
-	sc.GlyphStyle.Shape = draw.CircleGlyph{}
-	p.Add(sc)
-	p.Legend.Add(string(path), sc)
-	return nil
-}

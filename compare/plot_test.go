@@ -8,21 +8,32 @@ import (
 )
 
 func TestPlotsHaveOneSeriesPerPath(t *testing.T) {
-	h := synthetic(300)
-	for i, p := range Paths {
-		addReads(h, p, 0, time.Duration(i)*20*msec)
-	}
-	cfg := DefaultConfig()
-	cfg.Fault = FaultReplicaPartition
-	a := Analyze(cfg, h, time.Second, 2*time.Second)
-	dir := t.TempDir()
-	if err := a.Plots(dir); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range PlotFiles {
-		if err := CheckPlot(filepath.Join(dir, name), Paths); err != nil {
-			t.Fatal(err)
-		}
+	for _, tc := range []struct {
+		name string
+		lag  func(i int) time.Duration
+	}{
+		{"paths apart", func(i int) time.Duration { return time.Duration(i) * 20 * msec }},
+		// The worst case for the eye: every series on top of the others.
+		{"paths on top of each other", func(int) time.Duration { return 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := synthetic(300)
+			for i, p := range Paths {
+				addReads(h, p, 0, tc.lag(i))
+			}
+			cfg := DefaultConfig()
+			cfg.Fault = FaultReplicaPartition
+			a := Analyze(cfg, h, time.Second, 2*time.Second)
+			dir := t.TempDir()
+			if err := a.Plots(dir); err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range PlotFiles {
+				if err := CheckPlot(filepath.Join(dir, name), Paths); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

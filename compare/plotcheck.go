@@ -12,9 +12,10 @@ import (
 )
 
 // CheckPlot checks a plot written by Plots, base being its path without
-// extension: the PNG decodes, and in it and in the SVG each of paths has a
-// series in its own colour with one legend entry, and nothing else is drawn
-// in a colour of its own. Tests use it on the files a run wrote.
+// extension: the PNG decodes and shows each of paths' colours; the SVG has
+// a series for each of paths in its colour (not just a legend sample), names
+// each once, and draws nothing else in a colour of its own. Tests use it on
+// the files a run wrote.
 func CheckPlot(base string, paths []Path) error {
 	var errs []error
 	if err := checkPNG(base+".png", paths); err != nil {
@@ -59,10 +60,14 @@ func checkPNG(file string, paths []Path) error {
 }
 
 var (
-	svgColour = regexp.MustCompile(`(?:fill|stroke):(#[0-9A-F]{6})`)
-	svgText   = regexp.MustCompile(`>([^<]*)</text>`)
+	svgPath = regexp.MustCompile(`<path d="([^"]*)" style="([^"]*)"`)
+	svgFill = regexp.MustCompile(`(?:fill|stroke):(#[0-9A-F]{6})`)
+	svgText = regexp.MustCompile(`>([^<]*)</text>`)
 )
 
+// checkSVG finds each path's series among the drawn elements by its
+// colour: a line of more than two vertices (a legend sample has two), or
+// more than one point.
 func checkSVG(file string, paths []Path) error {
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -72,9 +77,24 @@ func checkSVG(file string, paths []Path) error {
 		return fmt.Errorf("%s: not an SVG document", file)
 	}
 	hex := func(c color.RGBA) string { return fmt.Sprintf("#%02X%02X%02X", c.R, c.G, c.B) }
-	uses := map[string]int{}
-	for _, m := range svgColour.FindAllSubmatch(b, -1) {
-		uses[string(m[1])]++
+	type marks struct{ lines, points, elems int }
+	drawn := map[string]*marks{}
+	for _, m := range svgPath.FindAllSubmatch(b, -1) {
+		d, style := string(m[1]), string(m[2])
+		for _, c := range svgFill.FindAllStringSubmatch(style, -1) {
+			mk := drawn[c[1]]
+			if mk == nil {
+				mk = &marks{}
+				drawn[c[1]] = mk
+			}
+			mk.elems++
+			switch {
+			case strings.Contains(d, "A"):
+				mk.points++
+			case strings.Count(d, "L") > 2:
+				mk.lines++
+			}
+		}
 	}
 	legend := map[string]int{}
 	for _, m := range svgText.FindAllSubmatch(b, -1) {
@@ -85,17 +105,16 @@ func checkSVG(file string, paths []Path) error {
 	for _, p := range paths {
 		c := hex(pathColors[p])
 		known[c] = true
-		// One element is the legend's sample; the series draws the rest.
-		if uses[c] < 2 {
-			errs = append(errs, fmt.Errorf("%s: %s's colour %s drawn %d times, want a series and its legend sample", file, p, c, uses[c]))
+		if mk := drawn[c]; mk == nil || (mk.lines == 0 && mk.points < 2) {
+			errs = append(errs, fmt.Errorf("%s: no series in %s's colour %s (%+v)", file, p, c, mk))
 		}
 		if legend[string(p)] != 1 {
-			errs = append(errs, fmt.Errorf("%s: legend names %s %d times, want once", file, p, legend[string(p)]))
+			errs = append(errs, fmt.Errorf("%s: %s is named %d times (legend or panel title), want once", file, p, legend[string(p)]))
 		}
 	}
-	for c, n := range uses {
+	for c, mk := range drawn {
 		if !known[c] {
-			errs = append(errs, fmt.Errorf("%s: %d elements in %s, a colour of no path", file, n, c))
+			errs = append(errs, fmt.Errorf("%s: %d elements in %s, a colour of no path", file, mk.elems, c))
 		}
 	}
 	return errors.Join(errs...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -134,13 +135,22 @@ func (w *workload) read(ctx context.Context, p Path, id int) []Read {
 	cli, opts, md := w.reader(p)
 	opts = append(opts, clientv3.WithPrefix())
 	var out []Read
-	tick := time.NewTicker(time.Second / time.Duration(w.cfg.ReadRate))
-	defer tick.Stop()
+	// Poisson arrivals: a read at fixed intervals would be in step with
+	// the writer's ticks and always see the same moment of its cycle.
+	mean := float64(time.Second) / float64(w.cfg.ReadRate)
+	next := time.Now()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
+		next = next.Add(time.Duration(rand.ExpFloat64() * mean))
+		if time.Since(next) > time.Second {
+			next = time.Now() // after a stall, no burst to catch up
+		}
+		timer.Reset(max(time.Until(next), 0))
 		select {
 		case <-ctx.Done():
 			return out
-		case <-tick.C:
+		case <-timer.C:
 		}
 		rd := Read{Path: p, Reader: id, Call: w.now()}
 		rctx, cancel := context.WithTimeout(md(context.Background()), w.cfg.RequestTimeout)

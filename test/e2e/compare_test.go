@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/understudy-kv/understudy/compare"
+	"github.com/understudy-kv/understudy/test/harness"
+)
+
+// runCompare runs `replica compare --local` as a user would, from the
+// module root (the command builds its processes from there), and returns
+// its report, read from the files it wrote, and its output.
+func runCompare(t *testing.T, args ...string) (*compare.Report, string, string) {
+	t.Helper()
+	bins := harness.Binaries(t)
+	bins.RequireReplica(t)
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	p := harness.Start(t, harness.ProcConfig{Name: "compare", Bin: bins.Replica, Dir: root,
+		Args: append([]string{"compare", "--local", "--duration", "20s", "--out", out}, args...)})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	code, err := p.Wait(ctx)
+	if err != nil || code != 0 {
+		t.Fatalf("replica compare %v: exit %d, %v; its output:\n%s", args, code, err, p.Log())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatalf("replica compare wrote no report: %v", err)
+	}
+	var rep compare.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("report.json: %v\n%s", err, b)
+	}
+	if len(rep.Paths) != len(compare.Paths) || len(rep.Watches) != 2 {
+		t.Fatalf("report.json has %d paths and %d watches, want %d and 2:\n%s", len(rep.Paths), len(rep.Watches), len(compare.Paths), b)
+	}
+	for i, pr := range rep.Paths {
+		if pr.Path != compare.Paths[i] {
+			t.Fatalf("report.json path %d is %q, want %q", i, pr.Path, compare.Paths[i])
+		}
+		if pr.Run.Reads == 0 {
+			t.Fatalf("no reads through %s:\n%s", pr.Path, b)
+		}
+	}
+	t.Logf("replica compare %v:\n%s", args, p.Log())
+	return &rep, p.Log(), out
+}
+
+func pathReport(t *testing.T, rep *compare.Report, p compare.Path) compare.PathReport {
+	t.Helper()
+	for _, pr := range rep.Paths {
+		if pr.Path == p {
+			return pr
+		}
+	}
+	t.Fatalf("no %s in the report", p)
+	return compare.PathReport{}
+}
+
+func phaseOf(t *testing.T, pr compare.PathReport, name string) compare.Window {
+	t.Helper()
+	for _, w := range pr.Phases {
+		if w.Name == name {
+			return w
+		}
+	}
+	t.Fatalf("%s: no phase %q in the report", pr.Path, name)
+	return compare.Window{}
+}
+
+// checkWatches: neither watch lost, repeated or reordered an acknowledged
+// put.
+func checkWatches(t *testing.T, rep *compare.Report) {
+	t.Helper()
+	for _, w := range rep.Watches {
+		if w.Expected == 0 || w.Lost != 0 || w.Duplicated != 0 || w.OutOfOrder != 0 || w.Err != "" {
+			t.Errorf("watch on %s: %+v, want every one of the acknowledged puts once, in order", w.Watcher, w)
+		}
+	}
+}
+
+// One command on a fresh checkout: a table on the terminal, the plots, and
+// the verdicts — strong reads linearizable and never stale, weak and mirror
+// reads stale under load, watches complete and ordered.
+func TestCompareLocal(t *testing.T) {
+	rep, output, out := runCompare(t)
+
+	for _, want := range []string{"LINEARIZABLE (porcupine)", "WATCH ON", "STALENESS MS p50/p99/max"} {
+		if !strings.Contains(output, want) {
+			t.Errorf("the table has no %q", want)
+		}
+	}
+	for _, name := range compare.PlotFiles {
+		if err := compare.CheckPlot(filepath.Join(out, name), compare.Paths); err != nil {
+			t.Error(err)
+		}
+	}
+
+	for _, p := range []compare.Path{compare.PathLeader, compare.PathReplicaStrong} {
+		pr := pathReport(t, rep, p)
+		if pr.Linearizable != compare.VerdictOK || pr.Run.StaleReads != 0 {
+			t.Errorf("%s: porcupine says %s, %d stale reads; want linearizable, none stale", p, pr.Linearizable, pr.Run.StaleReads)
+		}
+	}
+	for _, p := range []compare.Path{compare.PathReplicaWeak, compare.PathMirror} {
+		pr := pathReport(t, rep, p)
+		if pr.Run.StaleReads == 0 || pr.Run.StalenessMS.Max <= 0 || pr.Run.StalenessRev.Max <= 0 {
+			t.Errorf("%s: %d stale reads, staleness %+v ms, %+v revisions; want some staleness under load", p, pr.Run.StaleReads, pr.Run.StalenessMS, pr.Run.StalenessRev)
+		}
+	}
+	for _, pr := range rep.Paths {
+		if pr.Run.MonotonicViolations != 0 || pr.Run.Errors != 0 {
+			t.Errorf("%s: %d monotonic violations, %d errors; want none without a fault", pr.Path, pr.Run.MonotonicViolations, pr.Run.Errors)
+		}
+		// Writes through the replica are answered once applied there; a
+		// mirror's copy lags the primary it was written to.
+		switch {
+		case pr.Path == compare.PathMirror && pr.RYW.Violations == 0:
+			t.Errorf("mirror: no read-your-writes violation in %d probes: the probe cannot see the mirror's lag", pr.RYW.Probes)
+		case pr.Path != compare.PathMirror && (pr.RYW.Probes == 0 || pr.RYW.Violations != 0):
+			t.Errorf("%s: read-your-writes %+v, want probes and no violation", pr.Path, pr.RYW)
+		}
+	}
+	if b := pathReport(t, rep, compare.PathReplicaBounded); b.BoundViolations != 0 {
+		t.Errorf("replica-bounded: %d reads staler than the bound", b.BoundViolations)
+	}
+	checkWatches(t, rep)
+}
+
+// The replica's raft links cut for a third of the run: weak reads grow
+// staler with the cut, bounded reads stay within their bound or fail,
+// strong reads stay linearizable or fail, and the mirror, which does not
+// go through the replica, loses, repeats and reorders nothing.
+func TestCompareReplicaPartition(t *testing.T) {
+	rep, _, _ := runCompare(t, "--fault", "replica-partition")
+	cut := time.Duration((rep.Config.FaultHealedAt - rep.Config.FaultInjectedAt) * float64(time.Second))
+	if cut < 5*time.Second {
+		t.Fatalf("the cut lasted %v, want about a third of 20s", cut)
+	}
+	bound := rep.Config.BoundMS
+
+	weak := pathReport(t, rep, compare.PathReplicaWeak)
+	before, during := phaseOf(t, weak, "before"), phaseOf(t, weak, "during")
+	cutMS := float64(cut / time.Millisecond)
+	// Served all along, each read as old as the cut: uniformly spread over
+	// it, the median is about half of it and the worst about all of it.
+	if during.Errors != 0 || during.StalenessMS.Max < 0.6*cutMS || during.StalenessMS.P50 < 0.25*cutMS || before.StalenessMS.Max > 0.1*cutMS {
+		t.Errorf("weak reads: before %+v, during %+v; want staleness growing with the %v cut", before.StalenessMS, during.StalenessMS, cut)
+	}
+
+	bounded := pathReport(t, rep, compare.PathReplicaBounded)
+	bd := phaseOf(t, bounded, "during")
+	if bounded.BoundViolations != 0 || bounded.Run.StalenessMS.Max > bound {
+		t.Errorf("bounded reads: %d staler than %v ms (max %v ms)", bounded.BoundViolations, bound, bounded.Run.StalenessMS.Max)
+	}
+	if bd.Errors == 0 {
+		t.Errorf("bounded reads during a %v cut: %+v; want them to fail once the replica is staler than %v ms", cut, bd, bound)
+	}
+
+	strong := pathReport(t, rep, compare.PathReplicaStrong)
+	if strong.Linearizable != compare.VerdictOK || strong.Run.StaleReads != 0 {
+		t.Errorf("strong reads: porcupine says %s, %d stale; want linearizable", strong.Linearizable, strong.Run.StaleReads)
+	}
+	if sd := phaseOf(t, strong, "during"); sd.Errors == 0 || sd.UnavailableMS < 0.5*cutMS {
+		t.Errorf("strong reads during a %v cut: %+v; want them to fail (no leader to confirm them)", cut, sd)
+	}
+	if l := pathReport(t, rep, compare.PathLeader); l.Linearizable != compare.VerdictOK || l.Run.Errors != 0 {
+		t.Errorf("leader reads: porcupine says %s, %d errors; a replica's cut must not touch them", l.Linearizable, l.Run.Errors)
+	}
+	checkWatches(t, rep)
+}
