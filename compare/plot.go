@@ -214,4 +214,3 @@ func (a *Analysis) timePlot() (figure, vg.Length, error) {
 	}
 	return fig, vg.Length(len(Paths)) * 4 * vg.Centimeter, nil
 }
-
