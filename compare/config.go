@@ -103,6 +103,12 @@ type Config struct {
 	// Out is the directory the JSON report, the markdown table and the
 	// plots are written to; "" writes none.
 	Out string
+	// Doc, if set, is a Markdown file whose block between the markers
+	// "<!-- replica compare: begin" and "<!-- replica compare: end -->"
+	// is rewritten with this run's tables and links to its plots in Out.
+	Doc string
+	// Command is the command line recorded in Doc's block.
+	Command string
 }
 
 // DefaultConfig is a 20-second run at 100 puts/s into 16 keys with two
@@ -190,6 +196,9 @@ func (c Config) Validate() error {
 	}
 	if c.CheckTimeout <= 0 {
 		bad("--check-timeout %v: want a positive duration", c.CheckTimeout)
+	}
+	if c.Doc != "" && c.Out == "" {
+		bad("--doc %s links to the plots: give --out too", c.Doc)
 	}
 	known := false
 	for _, f := range Faults {

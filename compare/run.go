@@ -76,6 +76,11 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Analysis, error) {
 			fmt.Fprintf(opts.Stdout, "report and plots in %s\n", cfg.Out)
 		}
 	}
+	if cfg.Doc != "" {
+		if err := a.UpdateDoc(cfg.Doc, cfg.Out, cfg.Command); err != nil {
+			return a, err
+		}
+	}
 	return a, nil
 }
 

@@ -22,7 +22,8 @@ func main() {
 	quick := flag.Bool("quick", false, "short runs with fewer watchers and less data (about two minutes)")
 	out := flag.String("out", "BENCHMARKS.md", "report to write")
 	raw := flag.String("json", "BENCHMARKS.json", "raw figures to write")
-	only := flag.String("only", "", "run only this scenario: generator, reads, writes, watch, catchup, mirror or idle")
+	only := flag.String("only", "", "run only this scenario: generator, reads, writes, watch, catchup, mirror, idle or compare")
+	consistency := flag.String("consistency", "CONSISTENCY.md", "where the compare scenario writes its tables (its plots go in the directory of the same name)")
 	replicaArgs := flag.String("replica-args", "", "extra flags for every replica, space-separated (for tuning experiments; recorded in the report)")
 	flag.Parse()
 
@@ -44,6 +45,7 @@ func main() {
 		{"catchup", catchupScenario},
 		{"mirror", mirrorScenario},
 		{"idle", idleScenario},
+		{"compare", func(params) ([]Row, error) { return compareScenario(*quick, *consistency) }},
 	} {
 		if *only != "" && *only != s.name {
 			continue

@@ -186,6 +186,7 @@ func (rep report) markdown() string {
 
 	for _, sc := range []struct{ id, title string }{
 		{"generator", "Load generator check (the same reads by the project's generator and by etcd's benchmark tool, run generator, tool, tool, generator; each row is its two runs together)"}, {"reads", "Reads"}, {"writes", "Writes"}, {"watch", "Watch fan-out (events delivered under a steady write load)"}, {"catch-up", "Learner catch-up"}, {"mirror", "Mirror (initial sync: ops = keys, ops/s = keys per second; lag: ops = events timed)"}, {"idle", "Idle replicas (leader CPU-s over a quiet window; nothing is served)"},
+		{"compare", "Consistency per read path (`replica compare`: ops = successful reads, errors = failed reads, p50 and p99 = staleness at read time, not latency; details in CONSISTENCY.md)"},
 	} {
 		var rows []Row
 		for _, r := range rep.Rows {
