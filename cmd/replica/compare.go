@@ -99,7 +99,9 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 2
 	}
 	defer lg.Sync()
-	opts := compare.Options{Stdout: stdout, JSON: jsonOut, Logger: lg}
+	// The harness writes only when a process of the local topology fails:
+	// the end of that process's log.
+	opts := compare.Options{Stdout: stdout, JSON: jsonOut, Logger: lg, HarnessLog: stderr}
 	if f, ok := stderr.(*os.File); ok && !jsonOut && isatty.IsTerminal(f.Fd()) {
 		opts.Progress = stderr
 	}

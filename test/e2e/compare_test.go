@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +52,16 @@ func runCompare(t *testing.T, args ...string) (*compare.Report, string, string) 
 		}
 		if pr.Run.Reads == 0 {
 			t.Fatalf("no reads through %s:\n%s", pr.Path, b)
+		}
+	}
+	if slices.Contains(args, "--json") {
+		// The report on stdout is the one in the file (the log holds
+		// stderr too: decode the first JSON value after the start line).
+		log := p.Log()
+		i := strings.Index(log, "\n{")
+		var printed compare.Report
+		if i < 0 || json.NewDecoder(strings.NewReader(log[i:])).Decode(&printed) != nil || !reflect.DeepEqual(printed, rep) {
+			t.Fatalf("--json printed something else than report.json:\n%s", log)
 		}
 	}
 	t.Logf("replica compare %v:\n%s", args, p.Log())
@@ -142,7 +154,7 @@ func TestCompareLocal(t *testing.T) {
 // strong reads stay linearizable or fail, and the mirror, which does not
 // go through the replica, loses, repeats and reorders nothing.
 func TestCompareReplicaPartition(t *testing.T) {
-	rep, _, _ := runCompare(t, "--fault", "replica-partition")
+	rep, _, _ := runCompare(t, "--fault", "replica-partition", "--json")
 	cut := time.Duration((rep.Config.FaultHealedAt - rep.Config.FaultInjectedAt) * float64(time.Second))
 	if cut < 5*time.Second {
 		t.Fatalf("the cut lasted %v, want about a third of 20s", cut)
