@@ -23,16 +23,16 @@ func compareFaults(quick bool) []compare.Fault {
 
 // compareScenario runs `replica compare`'s measurement on its local
 // topology once per fault, writes every run's tables and plots into doc
-// (CONSISTENCY.md) and the directory beside it named after it, and returns
+// (CONSISTENCY.md), and returns
 // one row per path and run: reads, failed reads, and staleness at read time
-// as p50 and p99.
+// as p50 and p99. The plots go under docs/consistency/<fault>/ beside doc.
 func compareScenario(quick bool, doc string) ([]Row, error) {
 	cfg := compare.DefaultConfig()
 	cfg.Local = true
 	if quick {
 		cfg.Duration = 10 * time.Second
 	}
-	dir := strings.TrimSuffix(doc, filepath.Ext(doc))
+	dir := filepath.Join(filepath.Dir(doc), "docs", strings.ToLower(strings.TrimSuffix(filepath.Base(doc), filepath.Ext(doc))))
 	var (
 		rows []Row
 		md   strings.Builder
@@ -67,7 +67,11 @@ func compareScenario(quick bool, doc string) ([]Row, error) {
 		if err := a.Markdown(&md); err != nil {
 			return rows, err
 		}
-		rel := filepath.ToSlash(filepath.Join(filepath.Base(dir), string(f)))
+		rel, err := filepath.Rel(filepath.Dir(doc), out)
+		if err != nil {
+			return rows, err
+		}
+		rel = filepath.ToSlash(rel)
 		fmt.Fprintf(&md, "\n![staleness over time, %s](%s/staleness-time.svg)\n\n![staleness distribution, %s](%s/staleness-cdf.svg)\n", f, rel, f, rel)
 		for _, p := range a.Paths {
 			ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }

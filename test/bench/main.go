@@ -23,7 +23,7 @@ func main() {
 	out := flag.String("out", "BENCHMARKS.md", "report to write")
 	raw := flag.String("json", "BENCHMARKS.json", "raw figures to write")
 	only := flag.String("only", "", "run only this scenario: generator, reads, writes, watch, catchup, mirror, idle or compare")
-	consistency := flag.String("consistency", "CONSISTENCY.md", "where the compare scenario writes its tables (its plots go in the directory of the same name)")
+	consistency := flag.String("consistency", "CONSISTENCY.md", "where the compare scenario writes its tables (its plots go in docs/consistency/ beside it)")
 	replicaArgs := flag.String("replica-args", "", "extra flags for every replica, space-separated (for tuning experiments; recorded in the report)")
 	flag.Parse()
 
