@@ -51,6 +51,9 @@ type PathReport struct {
 	// BoundViolations counts reads staler than the bound (replica-bounded
 	// only; any is a bug).
 	BoundViolations int `json:"bound_violations"`
+	// TornReads are reads whose keys were not all of one revision: some
+	// key older than an acknowledged put the read's own position includes.
+	TornReads int `json:"torn_reads"`
 }
 
 // Window is a path's reads that were sent within [FromS, ToS).
@@ -142,6 +145,9 @@ func Analyze(cfg Config, h *History, faultFrom, faultTo time.Duration) *Analysis
 				a.Samples[p] = append(a.Samples[p], Sample{At: r.Call, StalenessMS: stale[i].ms})
 				if p == PathReplicaBounded && stale[i].ms > ms(cfg.Bound) {
 					pr.BoundViolations++
+				}
+				if yard.torn(r.Pos, r.Vals) {
+					pr.TornReads++
 				}
 			}
 		}

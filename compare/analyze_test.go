@@ -150,3 +150,19 @@ func TestOutages(t *testing.T) {
 		t.Fatalf("overlap with the first second = %v, want 900ms", d)
 	}
 }
+
+func TestTornReads(t *testing.T) {
+	h := synthetic(12)
+	h.Prefill = 4 // four keys: key i holds i+1, i+5, i+9
+	a := newAcked(h)
+	if a.torn(10, []int64{9, 10, 7, 8}) {
+		t.Fatal("the state at seq 10 called torn")
+	}
+	if !a.torn(10, []int64{9, 10, 3, 8}) {
+		t.Fatal("key 2 at seq 3 though seq 7 was acknowledged: not called torn")
+	}
+	h.Writes[6].Acked = false // seq 7 ambiguous: it may never have been applied
+	if newAcked(h).torn(10, []int64{9, 10, 3, 8}) {
+		t.Fatal("key 2 missing an ambiguous put called torn")
+	}
+}

@@ -26,7 +26,10 @@ type Read struct {
 	// Pos is the largest sequence number the read returned: the position
 	// in the writer's history that the path had reached.
 	Pos int64
-	Err string
+	// Vals are the values the read returned, by key index (0 for a key
+	// it did not return).
+	Vals []int64
+	Err  string
 }
 
 // OK says whether the read returned data.

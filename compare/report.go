@@ -74,13 +74,13 @@ func (r *Report) render(w io.Writer, md bool) error {
 	}
 
 	t = newTable()
-	t.Header([]string{"PATH", "LINEARIZABLE (porcupine)", "READ-YOUR-WRITES violations/probes", "PROBE ERRORS", "BOUND VIOLATIONS"})
+	t.Header([]string{"PATH", "LINEARIZABLE (porcupine)", "READ-YOUR-WRITES violations/probes", "PROBE ERRORS", "BOUND VIOLATIONS", "TORN READS"})
 	for _, p := range r.Paths {
 		bound := "-"
 		if p.Path == PathReplicaBounded {
 			bound = fmt.Sprint(p.BoundViolations)
 		}
-		if err := t.Append([]string{string(p.Path), p.Linearizable, fmt.Sprintf("%d / %d", p.RYW.Violations, p.RYW.Probes), fmt.Sprint(p.RYW.Errors), bound}); err != nil {
+		if err := t.Append([]string{string(p.Path), p.Linearizable, fmt.Sprintf("%d / %d", p.RYW.Violations, p.RYW.Probes), fmt.Sprint(p.RYW.Errors), bound, fmt.Sprint(p.TornReads)}); err != nil {
 			return fmt.Errorf("compare: table: %w", err)
 		}
 	}

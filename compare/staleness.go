@@ -17,14 +17,18 @@ type acked struct {
 	// effect, from the replica's watch (the replica shares the primary's
 	// revisions).
 	revs map[int64]int64
+	// ok holds the acknowledged sequence numbers.
+	ok   map[int64]bool
+	keys int64
 }
 
 func newAcked(h *History) *acked {
-	a := &acked{revs: map[int64]int64{}}
+	a := &acked{revs: map[int64]int64{}, ok: map[int64]bool{}, keys: h.Prefill}
 	for _, w := range h.Writes {
 		if w.Acked {
 			a.writes = append(a.writes, w)
 			a.revs[w.Seq] = w.Rev
+			a.ok[w.Seq] = true
 		}
 	}
 	for _, ev := range h.Watches["replica"] {
@@ -68,6 +72,26 @@ func (a *acked) staleness(call time.Duration, pos int64) (ms float64, revs int64
 	j := sort.Search(n, func(i int) bool { return a.writes[i].Seq > pos })
 	ms = float64(call-a.writes[j].Return) / float64(time.Millisecond)
 	return ms, max(a.writes[n-1].Rev-a.rev(pos), 0)
+}
+
+// torn says whether a read at position pos returned, for some key, a value
+// older than an acknowledged put to that key at or before pos: keys from
+// different revisions, not one snapshot. Key i holds sequence numbers
+// i+1, i+1+keys, … (the prefill writes each key once, in order).
+func (a *acked) torn(pos int64, vals []int64) bool {
+	if a.keys == 0 || int64(len(vals)) != a.keys {
+		return false // a history without a prefill has no key layout
+	}
+	for i, v := range vals {
+		// The latest put to key i at or before pos, then back one
+		// round at a time to the latest acknowledged one.
+		for s := pos - (pos-1-int64(i))%a.keys; s > v && s > 0; s -= a.keys {
+			if s <= pos && a.ok[s] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Quantiles summarise a distribution.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -158,7 +160,8 @@ func (w *workload) read(ctx context.Context, p Path, id int) []Read {
 		cancel()
 		rd.Return = w.now()
 		if err == nil {
-			rd.Pos, err = maxSeq(resp)
+			rd.Vals, err = w.values(resp)
+			rd.Pos = slices.Max(rd.Vals)
 		}
 		if err != nil {
 			rd.Err = err.Error()
@@ -167,17 +170,19 @@ func (w *workload) read(ctx context.Context, p Path, id int) []Read {
 	}
 }
 
-// maxSeq is the largest sequence number among the values of resp.
-func maxSeq(resp *clientv3.GetResponse) (int64, error) {
-	var m int64
+// values returns the sequence number each key of the range holds, by key
+// index.
+func (w *workload) values(resp *clientv3.GetResponse) ([]int64, error) {
+	vals := make([]int64, w.cfg.Keys)
 	for _, kv := range resp.Kvs {
-		v, err := strconv.ParseInt(string(kv.Value), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("compare: key %q holds %q, not a sequence number: is the prefix shared?", kv.Key, kv.Value)
+		i, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), w.rangePrefix()))
+		v, verr := strconv.ParseInt(string(kv.Value), 10, 64)
+		if err != nil || verr != nil || i < 0 || i >= len(vals) {
+			return nil, fmt.Errorf("compare: key %q holds %q, not one of the writer's: is the prefix shared?", kv.Key, kv.Value)
 		}
-		m = max(m, v)
+		vals[i] = v
 	}
-	return m, nil
+	return vals, nil
 }
 
 // probe puts a counter through p's writer and reads it back through p at

@@ -91,9 +91,14 @@ func phaseOf(t *testing.T, pr compare.PathReport, name string) compare.Window {
 }
 
 // checkWatches: neither watch lost, repeated or reordered an acknowledged
-// put.
+// put; and every read on every path was one snapshot.
 func checkWatches(t *testing.T, rep *compare.Report) {
 	t.Helper()
+	for _, pr := range rep.Paths {
+		if pr.TornReads != 0 {
+			t.Errorf("%s: %d reads mixed keys of different revisions", pr.Path, pr.TornReads)
+		}
+	}
 	for _, w := range rep.Watches {
 		if w.Expected == 0 || w.Lost != 0 || w.Duplicated != 0 || w.OutOfOrder != 0 || w.Err != "" {
 			t.Errorf("watch on %s: %+v, want every one of the acknowledged puts once, in order", w.Watcher, w)
