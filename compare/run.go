@@ -5,13 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/cheggaaa/pb/v3"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -249,78 +245,4 @@ func waitUntil(ctx context.Context, t time.Time) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// progress is a bar of the run's elapsed time, on a terminal.
-type progress struct {
-	bar  *pb.ProgressBar
-	stop func()
-}
-
-func startBar(w io.Writer, base time.Time, d time.Duration) *progress {
-	if w == nil {
-		return &progress{stop: func() {}}
-	}
-	bar := pb.New64(int64(d / time.Second)).SetWriter(w).
-		SetTemplateString(`compare {{counters . }} s {{bar . }} {{percent . }} {{string . "status"}}`).Start()
-	bar.Set("status", "running")
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-quit:
-				return
-			case <-tick.C:
-				bar.SetCurrent(min(int64(time.Since(base)/time.Second), bar.Total()))
-				if time.Since(base) >= d {
-					bar.Set("status", "draining the watches")
-				}
-			}
-		}
-	})
-	return &progress{bar: bar, stop: func() {
-		close(quit)
-		wg.Wait()
-		bar.Finish()
-	}}
-}
-
-func (p *progress) status(s string) {
-	if p.bar != nil {
-		p.bar.Set("status", s)
-	}
-}
-
-// WriteFiles writes report.json, table.md and the plots into dir.
-func (a *Analysis) WriteFiles(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("compare: --out: %w", err)
-	}
-	for name, write := range map[string]func(io.Writer) error{
-		"report.json": a.JSON,
-		"table.md":    a.Markdown,
-	} {
-		if err := writeFile(filepath.Join(dir, name), write); err != nil {
-			return err
-		}
-	}
-	return a.Plots(dir)
-}
-
-func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("compare: %w", err)
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return fmt.Errorf("compare: write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("compare: %w", err)
-	}
-	return nil
 }

@@ -1,0 +1,52 @@
+package compare
+
+import (
+	"io"
+	"sync"
+	"time"
+
+	"github.com/cheggaaa/pb/v3"
+)
+
+// progress is a bar of the run's elapsed time, on a terminal.
+type progress struct {
+	bar  *pb.ProgressBar
+	stop func()
+}
+
+func startBar(w io.Writer, base time.Time, d time.Duration) *progress {
+	if w == nil {
+		return &progress{stop: func() {}}
+	}
+	bar := pb.New64(int64(d / time.Second)).SetWriter(w).
+		SetTemplateString(`compare {{counters . }} s {{bar . }} {{percent . }} {{string . "status"}}`).Start()
+	bar.Set("status", "running")
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+				bar.SetCurrent(min(int64(time.Since(base)/time.Second), bar.Total()))
+				if time.Since(base) >= d {
+					bar.Set("status", "draining the watches")
+				}
+			}
+		}
+	})
+	return &progress{bar: bar, stop: func() {
+		close(quit)
+		wg.Wait()
+		bar.Finish()
+	}}
+}
+
+func (p *progress) status(s string) {
+	if p.bar != nil {
+		p.bar.Set("status", s)
+	}
+}
