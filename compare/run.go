@@ -152,6 +152,9 @@ func dial(e Endpoints, urls []string, lg *zap.Logger) (*clientv3.Client, error) 
 // inj (nil: none), and judges what it saw. The mirror must copy cfg.Prefix
 // into cl.Mirror under the same names.
 func Measure(ctx context.Context, cfg Config, cl Clients, inj Injector, opts Options) (*Analysis, error) {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
 	if err := preflight(ctx, cfg, cl); err != nil {
 		return nil, err
 	}
