@@ -234,7 +234,12 @@ func (mr *mirror) apply(ctx context.Context, events []*clientv3.Event) error {
 		}
 		group := events[:n]
 		events = events[n:]
-		if len(ops)+len(group) > limit {
+		// A revision that changes a key already in the transaction starts
+		// the next one: etcd refuses a key twice in a transaction, and
+		// folding the two changes into one would hide the earlier from
+		// every destination watcher. Each source revision's changes reach
+		// the destination, in the source's order.
+		if len(ops)+len(group) > limit || touchesAny(group, index, mr) {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -254,17 +259,27 @@ func (mr *mirror) apply(ctx context.Context, events []*clientv3.Event) error {
 				continue
 			}
 			op := mr.op(ev)
-			if i, ok := index[op.key]; ok {
-				ops[i] = op // etcd refuses a key twice in one transaction
-			} else {
-				index[op.key] = len(ops)
-				ops = append(ops, op)
-			}
+			index[op.key] = len(ops)
+			ops = append(ops, op)
 		}
 		last = rev
 		revs++
 	}
 	return flush()
+}
+
+// touchesAny reports whether an event of group changes a key already in
+// index (the destination keys of the transaction being built).
+func touchesAny(group []*clientv3.Event, index map[string]int, mr *mirror) bool {
+	for _, ev := range group {
+		if reserved(ev.Kv.Key) {
+			continue
+		}
+		if _, ok := index[mr.mapKey(ev.Kv.Key)]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (mr *mirror) ops(evs []*clientv3.Event) []owned {
