@@ -245,7 +245,7 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.Uint64Var(&cfg.Promotion.MaxLag, "promote-max-lag", cfg.Promotion.MaxLag, "Promote only within this many entries of the leader's commit index (etcd's own check is 90% of the leader's log, which on a long log is far looser).")
 	fs.DurationVar(&cfg.Promotion.Hold, "promote-hold", cfg.Promotion.Hold, "Promote only after being caught up, without a break, for this long.")
 	fs.DurationVar(&cfg.Promotion.LeaderContact, "promote-leader-contact", cfg.Promotion.LeaderContact, "Count as caught up only if the leader was heard from within this long.")
-	fs.DurationVar(&cfg.Promotion.FailoverAfter, "failover-after", cfg.Promotion.FailoverAfter, "A standby replaces a voter that has been unreachable for longer than this.")
+	fs.DurationVar(&cfg.Promotion.FailoverAfter, "failover-after", cfg.Promotion.FailoverAfter, "A standby replaces a voter silent for longer than this: none of its peer URLs answers and the leader's raft progress does not show it active (its client URLs are never asked).")
 	fs.BoolVar(&cfg.RemoveOnExit, "remove-on-exit", cfg.RemoveOnExit, "On a clean stop, remove this replica's member entry and its data dir (for replicas that come and go).")
 	fs.StringVar(&cfg.Zone, "zone", cfg.Zone, "Zone label told to balancers that probe this replica, for zone-affine reads (for example the cloud zone's name).")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "Log level: debug, info, warn or error.")

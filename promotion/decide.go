@@ -25,7 +25,7 @@ const (
 	// RoleReader never promotes.
 	RoleReader Role = "reader"
 	// RoleStandby promotes itself, and removes the dead voter, when a voter
-	// has been unreachable for longer than FailoverAfter.
+	// has been silent for longer than FailoverAfter.
 	RoleStandby Role = "standby"
 	// RoleVoter promotes itself as soon as it is safely caught up.
 	RoleVoter Role = "voter"
@@ -54,8 +54,8 @@ type Config struct {
 	// LeaderContact bounds how long ago the learner last heard from the
 	// leader (a ReadIndex round that completed).
 	LeaderContact time.Duration
-	// FailoverAfter is how long a voter must be unreachable before a
-	// standby replaces it.
+	// FailoverAfter is how long a voter must be silent (Voter.Silent),
+	// without a break, before a standby replaces it.
 	FailoverAfter time.Duration
 }
 
