@@ -113,11 +113,11 @@ func (m *metrics) appliedAt(rev int64) {
 }
 
 // committed records progress: a destination transaction went through.
-func (m *metrics) committed() {
+func (m *metrics) committed(now time.Time) {
 	m.txns.Inc()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.lastProgress, m.lastErr = time.Now(), nil
+	m.lastProgress, m.lastErr = now, nil
 }
 
 // failing records an attempt that did not go through.

@@ -171,7 +171,6 @@ func Run(ctx context.Context, cfg Config) error {
 			backoff.reset()
 			continue
 		case errors.Is(err, errLanded):
-			mr.lg.Info("a write whose outcome was unknown had landed; resuming from it", zap.Int64("checkpoint", mr.cp.Revision))
 			continue
 		case err != nil:
 			mr.m.failing(err)
@@ -241,6 +240,7 @@ func (mr *mirror) reload(ctx context.Context) error {
 	switch {
 	case modRev == mr.cpModRev:
 	case cp != nil && cp.Token == mr.token:
+		mr.lg.Info("a write whose outcome was unknown had landed; resuming from it", zap.Int64("checkpoint", cp.Revision), zap.Int64("dest-revision", modRev))
 		mr.cp, mr.cpModRev = cp, modRev
 	default:
 		return mr.fenced(cp, modRev)
@@ -282,7 +282,7 @@ func (mr *mirror) commit(ctx context.Context, ops []owned, next Checkpoint) ([]*
 		return nil, errLanded
 	}
 	mr.cp, mr.cpModRev = &next, resp.Header.Revision
-	mr.m.committed()
+	mr.m.committed(time.Now())
 	conflicts := skipped(ops, resp.Responses)
 	if len(conflicts) > 0 {
 		mr.m.conflicts.Add(float64(len(conflicts)))

@@ -22,6 +22,9 @@ type mirrorPair struct {
 	bins     *harness.Bins
 	src, dst *harness.Cluster
 	s, d     *clientv3.Client
+	// destURL, if set, is where the mirror reaches the destination (a
+	// proxy); the test itself always talks to it directly.
+	destURL string
 }
 
 func startMirrorPair(t *testing.T) *mirrorPair {
@@ -36,7 +39,19 @@ func startMirrorPair(t *testing.T) *mirrorPair {
 }
 
 func (p *mirrorPair) args(extra ...string) []string {
-	return append([]string{"mirror", "--source-endpoints", p.src.Endpoints()[0], "--dest-endpoints", p.dst.Endpoints()[0], "--progress-interval", "200ms"}, extra...)
+	dest := p.dst.Endpoints()[0]
+	if p.destURL != "" {
+		dest = p.destURL
+	}
+	return append([]string{"mirror", "--source-endpoints", p.src.Endpoints()[0], "--dest-endpoints", dest, "--progress-interval", "200ms"}, extra...)
+}
+
+// proxyDest puts a proxy between the mirror and the destination.
+func (p *mirrorPair) proxyDest(t *testing.T) *harness.Proxy {
+	t.Helper()
+	px := harness.NewProxy(t, strings.TrimPrefix(p.dst.Endpoints()[0], "http://"))
+	p.destURL = px.URL()
+	return px
 }
 
 func (p *mirrorPair) start(t *testing.T, extra ...string) *harness.Proc {
