@@ -55,3 +55,31 @@ func FuzzLoadPrimary(f *testing.F) {
 		_ = cfg.Validate()
 	})
 }
+
+// FuzzLoadMirror: the same for `replica mirror`'s flags, environment and
+// config file.
+func FuzzLoadMirror(f *testing.F) {
+	f.Add("--source-endpoints http://127.0.0.1:2379 --dest-endpoints http://127.0.0.1:3379 --prefix /registry/", "10s", "no-dest-prefix: true\n")
+	f.Add("--source-endpoints a --dest-endpoints a --overwrite --prune", "-1s", "max-txn-ops: 0\n")
+	f.Add("--dest-prefix /x --no-dest-prefix --rev -5 --page-size 0", "x", "stall-timeout: 1ns\n")
+	f.Fuzz(func(t *testing.T, args, env, file string) {
+		t.Setenv("UNDERSTUDY_COMMAND_TIMEOUT", strings.ReplaceAll(env, "\x00", ""))
+		path := filepath.Join(t.TempDir(), "mirror.yaml")
+		if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg := DefaultMirror()
+		argv := append(strings.Fields(args), "--config-file", path)
+		if err := LoadMirror(&cfg, NewMirrorFlags(&cfg), argv); err != nil {
+			if err.Error() == "" {
+				t.Fatal("an error without a message")
+			}
+			return
+		}
+		if err := cfg.Validate(); err == nil {
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("Validate changed its mind: %v", err)
+			}
+		}
+	})
+}
