@@ -253,3 +253,24 @@ func TestStandbyKilledBetweenPromotionAndRemoval(t *testing.T) {
 	})
 	noFailoverRecord(t, cli)
 }
+
+// TestStandbyWhoseOnlyJoinEndpointDies: the standby was given one voter to
+// join through, and that voter dies. Membership calls follow the member
+// list, not --join, so the failover still completes.
+func TestStandbyWhoseOnlyJoinEndpointDies(t *testing.T) {
+	bins := harness.Binaries(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
+	leader := c.Leader(t)
+	dead := following(c, leader)[0]
+	s := startReplica(t, bins, c, "standby", replicaOpts{Extra: append([]string{"--join", dead.ClientURL}, standbyArgs...)})
+	cli := client(t, leader.ClientURL)
+	dead.Proc.Kill()
+	harness.WaitFor(t, time.Minute, "the standby a voter, its only --join endpoint removed", func() (bool, error) {
+		vs, ls := voters(t, cli)
+		return len(vs) == 3 && len(ls) == 0 && !contains(vs, dead.Name) && contains(vs, "standby"), fmt.Errorf("voters %v, learners %v", vs, ls)
+	})
+	harness.WaitFor(t, time.Minute, "the failover record cleared", func() (bool, error) {
+		return countLogged(t, "failover record cleared", s) > 0, nil
+	})
+	noFailoverRecord(t, cli)
+}
