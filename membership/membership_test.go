@@ -7,6 +7,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/understudy-kv/understudy/promotion"
 )
 
 // leaderVars is what etcd's /debug/vars holds for a leader (raft's
@@ -118,5 +121,18 @@ func TestConnValidate(t *testing.T) {
 		if err := c.conn.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.conn, err, c.want)
 		}
+	}
+}
+
+func TestWriteFailover(t *testing.T) {
+	var b strings.Builder
+	WriteFailover(&b, nil, time.Now())
+	if b.Len() != 0 {
+		t.Fatalf("no failover printed %q", b.String())
+	}
+	since := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	WriteFailover(&b, &promotion.Record{Dead: 0xa, DeadName: "m2", By: 0xb, ByName: "s1", Step: promotion.StepRemove, Since: since}, since.Add(90*time.Second))
+	if want := "failover under way for 1m30s: m2 (a) replaced by s1 (b), step remove\n"; b.String() != want {
+		t.Fatalf("printed %q, want %q", b.String(), want)
 	}
 }

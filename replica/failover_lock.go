@@ -10,16 +10,13 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
+	"github.com/understudy-kv/understudy/membership"
 	"github.com/understudy-kv/understudy/promotion"
 )
 
 const (
-	// failoverLockKey is where standbys take turns: one acts at a time.
-	failoverLockKey = "\x00understudy/failover-lock"
-	// failoverRecordKey holds the failover under way (promotion.Record).
-	// It sits beside the lock's prefix, not under it: the lock's owner is
-	// the oldest key under its prefix.
-	failoverRecordKey = "\x00understudy/failover-record"
+	failoverLockKey   = membership.FailoverLockKey
+	failoverRecordKey = membership.FailoverRecordKey
 	// failoverLockTTL is the lock's lease, in seconds: a holder silent for
 	// this long loses the lock to another standby.
 	failoverLockTTL = 10

@@ -102,6 +102,11 @@ func runAdmin(ctx context.Context, cmd string, args []string, stdout, stderr io.
 			fmt.Fprintln(stdout, string(b))
 		} else {
 			membership.WriteTable(stdout, sts)
+			if rec, err := membership.Failover(ctx, cli); err != nil {
+				fmt.Fprintf(stderr, "replica status: %v\n", err)
+			} else {
+				membership.WriteFailover(stdout, rec, time.Now())
+			}
 		}
 	case "promote":
 		s, err := membership.Promote(ctx, cli, hc, sts, fs.Arg(0), a.force)

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -124,6 +126,14 @@ func TestStandbyLockHolderPausedPastItsSession(t *testing.T) {
 				other = s2
 			}
 			t.Logf("%s paused after %q; %s must finish", holder.Name, tc.pauseAt, other.Name)
+			if tc.pauseAt == "promoted to voter" {
+				// An operator sees the failover under way, and whose.
+				out, err := exec.Command(bins.Replica, "status", "--endpoints", strings.Join(c.Endpoints(), ",")).CombinedOutput()
+				if err != nil || !strings.Contains(string(out), "failover under way") || !strings.Contains(string(out), dead.Name+" (") || !strings.Contains(string(out), "replaced by "+holder.Name) {
+					t.Fatalf("replica status during the failover: %v\n%s\nwant the failover of %s by %s", err, out, dead.Name, holder.Name)
+				}
+				t.Logf("replica status:\n%s", out)
+			}
 			harness.WaitFor(t, 2*time.Minute, "the dead voter removed, the holder paused past its TTL", func() (bool, error) {
 				vs, ls := voters(t, cli)
 				return len(vs) == tc.n && !contains(vs, dead.Name) && len(ls) == 1 && time.Since(paused) > lockTTL+2*time.Second,
