@@ -59,6 +59,13 @@ type Replica struct {
 	// round to start because the round is held for the readers coming
 	// back; 0 holds no round back.
 	ReadBatchMaxWait time.Duration
+	// ReadIndexVia lists client URLs of other replicas of the cluster to
+	// obtain read indexes from, so that replicas share ReadIndex rounds;
+	// empty: the replica's own rounds through the leader.
+	ReadIndexVia []string
+	// ReadIndexViaTimeout bounds a request to them; then the replica does
+	// its own round.
+	ReadIndexViaTimeout time.Duration
 
 	// SkipPeerURLCheck skips the check, on first start, that
 	// AdvertisePeerURLs lead back to this replica (for a host that cannot
@@ -171,6 +178,7 @@ func DefaultReplica() Replica {
 		FreshnessIdleInterval: time.Second,
 		ReadBatchInterval:     2 * time.Millisecond,
 		ReadBatchMaxWait:      2 * time.Millisecond,
+		ReadIndexViaTimeout:   200 * time.Millisecond,
 		HeartbeatMs:           100,
 		ElectionMs:            1000,
 		AuthToken:             "simple",
@@ -206,6 +214,8 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.DurationVar(&cfg.FreshnessIdleInterval, "freshness-idle-interval", cfg.FreshnessIdleInterval, "Period of the freshness rounds while no bounded read has come for 5s, so that an idle replica costs the leader almost nothing (0: always --freshness-interval).")
 	fs.DurationVar(&cfg.ReadBatchInterval, "read-batch-interval", cfg.ReadBatchInterval, "Least time between two ReadIndex rounds through the leader. Strong and bounded reads arriving meanwhile share the next round: longer means less leader work per read and at most this much more latency; 0 runs rounds back to back.")
 	fs.DurationVar(&cfg.ReadBatchMaxWait, "read-batch-max-wait", cfg.ReadBatchMaxWait, "Most time a strong or bounded read waits for its ReadIndex round to start while the round is held for the other readers coming back (the number that waited at once in the last round): rounds then carry whole client populations, and the leader pays for fewer; 0 starts a round as soon as a read asks and --read-batch-interval allows.")
+	fs.Var((*list)(&cfg.ReadIndexVia), "read-index-via", "Comma-separated client URLs of other replicas of this cluster to obtain read indexes from, instead of a ReadIndex round of this replica's own: replicas in one place then share rounds, and the leader pays for those of the replicas named only. Reads stay linearizable: the named replica answers after a round that started after the request. Empty: own rounds.")
+	fs.DurationVar(&cfg.ReadIndexViaTimeout, "read-index-via-timeout", cfg.ReadIndexViaTimeout, "Time to wait for a --read-index-via replica's answer; then the replica does its own round through the leader, and keeps to its own rounds for a second.")
 	fs.BoolVar(&cfg.SkipPeerURLCheck, "skip-peer-url-check", cfg.SkipPeerURLCheck, "Do not check, on first start, that --initial-advertise-peer-urls lead back to this replica (only for hosts that cannot reach their own advertised address).")
 	fs.UintVar(&cfg.HeartbeatMs, "heartbeat-interval", cfg.HeartbeatMs, "Raft heartbeat interval in ms; use the voters' value.")
 	fs.UintVar(&cfg.ElectionMs, "election-timeout", cfg.ElectionMs, "Raft election timeout in ms; use the voters' value.")
@@ -294,6 +304,7 @@ func (c Replica) Validate() error {
 		{"listen-client-urls", c.ListenClientURLs},
 		{"advertise-client-urls", c.AdvertiseClientURLs},
 		{"listen-metrics-urls", c.ListenMetricsURLs},
+		{"read-index-via", c.ReadIndexVia},
 	} {
 		problems = append(problems, checkURLs(f.name, f.urls)...)
 	}
@@ -326,6 +337,14 @@ func (c Replica) Validate() error {
 	}
 	if c.ReadBatchMaxWait < 0 || c.ReadBatchMaxWait > c.FreshnessInterval {
 		add("--read-batch-max-wait %v: must be between 0 and --freshness-interval (%v)", c.ReadBatchMaxWait, c.FreshnessInterval)
+	}
+	if len(c.ReadIndexVia) > 0 && c.ReadIndexViaTimeout <= 0 {
+		add("--read-index-via-timeout %v: must be more than 0", c.ReadIndexViaTimeout)
+	}
+	for _, u := range c.ReadIndexVia {
+		if slices.Contains(c.AdvertiseClientURLs, u) || slices.Contains(c.ListenClientURLs, u) {
+			add("--read-index-via %s: is this replica's own client URL; name other replicas of the cluster", u)
+		}
 	}
 	if c.QuotaBackendBytes < 0 {
 		add("--quota-backend-bytes %d: must be 0 (the voters' largest) or more", c.QuotaBackendBytes)

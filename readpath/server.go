@@ -92,6 +92,9 @@ type Config struct {
 	// KeepAlive is the gRPC server keepalive policy (etcd's
 	// --grpc-keepalive-min-time, -interval and -timeout).
 	KeepAlive KeepAlive
+	// Via, if it names URLs, obtains read indexes from other replicas of
+	// the cluster rather than from the leader (see via.go).
+	Via ViaConfig
 	// Gatherer is where etcd's own metrics are read from (its raft
 	// transport's received bytes tell leader contact); nil means
 	// prometheus.DefaultGatherer, where etcd registers them.
@@ -126,6 +129,9 @@ func (c Config) Validate() error {
 	}
 	if c.Ready.MaxStaleness <= 0 {
 		problems = append(problems, fmt.Errorf("readpath: Ready.MaxStaleness %v: must be more than 0", c.Ready.MaxStaleness))
+	}
+	if len(c.Via.URLs) > 0 && c.Via.Timeout <= 0 {
+		problems = append(problems, fmt.Errorf("readpath: Via.Timeout %v: must be more than 0", c.Via.Timeout))
 	}
 	if c.KeepAlive.MinTime <= 0 || c.KeepAlive.Interval <= 0 || c.KeepAlive.Timeout <= 0 {
 		problems = append(problems, fmt.Errorf("readpath: KeepAlive %+v: every duration must be more than 0", c.KeepAlive))
@@ -173,7 +179,11 @@ func New(cfg Config) (*Front, error) {
 	f := &Front{lg: cfg.Logger, s: s, tls: cfg.TLS}
 	var m *Metrics
 	f.contact = NewLeaderContact(cfg.Clock, etcdContactSample(cfg.Gatherer, s.Lead))
-	f.fresh = NewFreshness(cfg.Logger, cfg.Clock, cfg.FreshnessInterval, cfg.ReadBatchInterval, s.Cfg.ReqTimeout(), s.LinearizableReadNotify,
+	round := s.LinearizableReadNotify
+	if len(cfg.Via.URLs) > 0 {
+		round = newViaRounds(cfg.Logger.Named("via"), cfg.Via, cfg.Clock, clusterHex(uint64(s.Cluster().ID())), s.LinearizableReadNotify, s.ApplyWait, cfg.Registerer).round
+	}
+	f.fresh = NewFreshness(cfg.Logger, cfg.Clock, cfg.FreshnessInterval, cfg.ReadBatchInterval, s.Cfg.ReqTimeout(), round,
 		func(d time.Duration, err error) {
 			m.observeRound(d.Seconds(), err)
 			if err == nil { // the leader answered a round that started d ago
@@ -224,7 +234,9 @@ func New(cfg Config) (*Front, error) {
 	f.gw = gw
 	ready := &readiness{cfg: cfg.Ready, election: election, contact: f.contact, fresh: f.fresh,
 		applied: func() (uint64, uint64) { return s.AppliedIndex(), s.CommittedIndex() }}
-	f.clientMux = clientMux(cfg.Logger, s, gw, ready)
+	mux := clientMux(cfg.Logger, s, gw, ready)
+	mux.Handle(PathReadIndex, readIndexHandler(f.fresh, func() string { return clusterHex(uint64(s.Cluster().ID())) }, s.AppliedIndex, s.Cfg.ReqTimeout()))
+	f.clientMux = mux
 	f.metricsMux = metricsMux(cfg.Logger, s, ready)
 
 	f.wg.Add(3)

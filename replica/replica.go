@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
@@ -110,6 +111,15 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		}
 	}()
 
+	via := readpath.ViaConfig{URLs: cfg.ReadIndexVia, Timeout: cfg.ReadIndexViaTimeout}
+	if len(via.URLs) > 0 {
+		viaTLS, err := clientTLS(cfg.ClientTLS, cfg.ReadIndexVia)
+		if err != nil {
+			closeAll(listeners)
+			return err
+		}
+		via.Client = &http.Client{Transport: &http.Transport{TLSClientConfig: viaTLS, MaxIdleConnsPerHost: 4}}
+	}
 	front, err := readpath.New(readpath.Config{
 		TLS:                   frontTLS,
 		Server:                m.Server,
@@ -120,6 +130,7 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		FreshnessIdleInterval: cfg.FreshnessIdleInterval,
 		ReadBatchInterval:     cfg.ReadBatchInterval,
 		ReadBatchMaxWait:      cfg.ReadBatchMaxWait,
+		Via:                   via,
 		Zone:                  cfg.Zone,
 		Ready:                 readpath.ReadyConfig{MaxLag: cfg.ReadyMaxLag, MaxStaleness: cfg.ReadyStaleness()},
 		KeepAlive:             readpath.KeepAlive{MinTime: cfg.GRPCKeepAliveMinTime, Interval: cfg.GRPCKeepAliveInterval, Timeout: cfg.GRPCKeepAliveTimeout},

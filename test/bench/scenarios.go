@@ -111,9 +111,14 @@ func atWorkers(p params, name string, w int) string {
 	return fmt.Sprintf("%s, %d workers", name, w)
 }
 
-// sharedName names a row whose load is spread over n replicas.
-func sharedName(n int) string {
-	return fmt.Sprintf("replica strong, shared by %d of 4 replicas", n)
+// sharedName names a row whose load is spread over n replicas; via: the
+// replicas other than the first obtain read indexes through it.
+func sharedName(n int, via bool) string {
+	s := fmt.Sprintf("replica strong, shared by %d of 4 replicas", n)
+	if via && n > 1 {
+		s += ", rounds through the first (--read-index-via)"
+	}
+	return s
 }
 
 func readScenario(p params) ([]Row, error) {
@@ -150,14 +155,35 @@ func readScenario(p params) ([]Row, error) {
 		)
 		// The same total load through 1, 2 and 4 of 4 replicas: what each
 		// added replica costs the leader when they share the reads.
-		eps := []string{tp.extraURL}
-		for i := range 3 {
-			rep := harness.StartReplica(r, tp.cluster, harness.ReplicaConfig{Name: fmt.Sprintf("replica%d", i+2), Extra: p.replicaArgs})
-			eps = append(eps, rep.ClientURL)
-			tp.extraPIDs = append(tp.extraPIDs, rep.PID())
-		}
-		for _, n := range []int{1, 2, 4} {
-			rows = append(rows, readsN(r, tp, p, p.workers, sharedName(n), eps[:n], false, ""))
+		// First each replica with its own rounds, then replicas 2 to 4
+		// obtaining their read indexes through replica 1
+		// (--read-index-via), sharing its rounds.
+		for _, via := range []bool{false, true} {
+			eps := []string{tp.extraURL}
+			var reps []*harness.Replica
+			tp.extraPIDs = nil
+			for i := range 3 {
+				name := fmt.Sprintf("replica%d", i+2)
+				args := p.replicaArgs
+				if via {
+					name += "-via"
+					args = append([]string{"--read-index-via", tp.extraURL}, args...)
+				}
+				rep := harness.StartReplica(r, tp.cluster, harness.ReplicaConfig{Name: name, Extra: args})
+				reps = append(reps, rep)
+				eps = append(eps, rep.ClientURL)
+				tp.extraPIDs = append(tp.extraPIDs, rep.PID())
+			}
+			for _, n := range []int{1, 2, 4} {
+				if via && n == 1 { // the same as without: measured once
+					continue
+				}
+				rows = append(rows, readsN(r, tp, p, p.workers, sharedName(n, via), eps[:n], false, ""))
+			}
+			for _, rep := range reps {
+				rep.Stop()
+				leave(r, tp.cluster, rep.Name)
+			}
 		}
 	})
 	return rows, err

@@ -23,9 +23,12 @@ var (
 // link behind a proxy (so one process's links can be cut or slowed), and a
 // proxy in front of the first voter's client URL.
 type faultEnv struct {
-	t          *testing.T
-	c          *harness.Cluster
-	r          *harness.Replica
+	t *testing.T
+	c *harness.Cluster
+	r *harness.Replica
+	// hub, in a faultCase with viaHub, is the replica r obtains its read
+	// indexes from (--read-index-via).
+	hub        *harness.Replica
 	clientProx *harness.Proxy
 	voters     *clientv3.Client // through the client proxy and the other voters
 	rep        *clientv3.Client
@@ -38,7 +41,10 @@ type faultCase struct {
 	// the voters may see errors; otherwise every write through the voters
 	// must succeed (the replica never costs the cluster its writes).
 	touchesVoters bool
-	inject        func(e *faultEnv) (heal func())
+	// viaHub: the replica under test shares the rounds of another
+	// replica (--read-index-via), the hub.
+	viaHub bool
+	inject func(e *faultEnv) (heal func())
 }
 
 func signal(t *testing.T, p *harness.Proc, sig syscall.Signal) {
@@ -91,6 +97,10 @@ var faultCases = []faultCase{
 		e.r.DelayPeerLinks(e.t, e.c, 100*time.Millisecond)
 		return func() { e.r.HealPeerLinks(e.c) }
 	}},
+	{name: "replica-hub-pause", viaHub: true, inject: func(e *faultEnv) func() {
+		signal(e.t, e.hub.Proc, syscall.SIGSTOP)
+		return func() { signal(e.t, e.hub.Proc, syscall.SIGCONT) }
+	}},
 	{name: "voter-client-blackhole", touchesVoters: true, inject: func(e *faultEnv) func() {
 		e.clientProx.Blackhole()
 		return e.clientProx.Heal
@@ -135,8 +145,14 @@ func TestFault(t *testing.T) {
 
 func runFault(t *testing.T, fc faultCase, rng *rand.Rand, fixed bool) {
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true})
-	r := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1", PeerProxy: true})
-	e := &faultEnv{t: t, c: c, r: r}
+	e := &faultEnv{t: t, c: c}
+	if fc.viaHub {
+		e.hub = harness.StartReplica(t, c, harness.ReplicaConfig{Name: "hub"})
+		e.r = harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1", PeerProxy: true, Extra: []string{"--read-index-via", e.hub.ClientURL}})
+	} else {
+		e.r = harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1", PeerProxy: true})
+	}
+	r := e.r
 	e.clientProx = harness.NewProxy(t, strings.TrimPrefix(c.Members[0].ClientURL, "http://"))
 	e.voters = client(t, e.clientProx.URL(), c.Members[1].ClientURL, c.Members[2].ClientURL)
 	e.rep = client(t, r.ClientURL)
