@@ -40,6 +40,10 @@ type Checkpoint struct {
 	// Revision + 1, which is how a reader proves no revision was applied
 	// twice or skipped.
 	From int64 `json:"from,omitempty"`
+	// Fresh marks a first sync into an image that held no key of this
+	// mirror: every key the mirror owns then was copied at a revision the
+	// watch continues from, so there is nothing to sweep.
+	Fresh bool `json:"fresh,omitempty"`
 	// Resyncs counts full syncs after the first (the source compacted past
 	// the checkpoint).
 	Resyncs int `json:"resyncs,omitempty"`

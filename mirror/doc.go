@@ -1,5 +1,6 @@
 // Package mirror copies a key prefix of one etcd cluster into another,
-// through the source's watch: resumable, ordered and exactly once.
+// through the source's watch: resumable, ordered, exactly once, and
+// touching only destination keys it wrote.
 //
 // The destination holds, beside the copied keys, a checkpoint per mirror
 // (CheckpointKey) naming the source cluster, the prefix mapping and how far
@@ -11,17 +12,28 @@
 //   - a crash at any point loses nothing and repeats nothing: a restart
 //     reads the checkpoint and resumes after it;
 //   - two mirrors with the same name cannot both write: the second one's
-//     transactions fail their compare, and it stops.
+//     transactions fail their compare, and, finding another process's
+//     token in the checkpoint, it stops. Finding its own token, it knows a
+//     write whose answer it lost has landed, and goes on.
 //
-// A mirror starts with a full sync at one source revision, page by page
-// (each page's transaction records the last key copied, so an interrupted
-// sync resumes), then deletes the destination keys the source did not have
-// at that revision (keys deleted while no mirror ran), then watches from
-// the revision after. Each source revision is one destination transaction;
-// a mirror that is behind puts as many whole revisions in one transaction
-// as MaxTxnOps allows. If the source has compacted past the checkpoint, the
-// mirror syncs in full again, with deletes, and says so; it never skips.
+// Ownership (see Policy): beside each key it writes, the mirror keeps an
+// ownership record, and it overwrites or deletes a destination key only
+// if the record is there or the key does not exist, checked inside the
+// transaction. An initial sync into an image that holds keys the mirror
+// did not write is refused unless the operator chose Overwrite or Prune;
+// two mirrors whose images overlap are refused.
 //
-// Leases are described on the leases type. Keys under ReservedPrefix are
-// the mirrors' own and are never copied, deleted or compared.
+// A mirror starts with a full sync that pins no source revision (see sync):
+// it opens the watch at the source's revision H, copies the prefix a page
+// at a time at the newest revision, sweeps the keys it owns that the source
+// no longer has, then applies the watch from H+1. Each source revision is
+// one destination transaction; a mirror that is behind puts as many whole
+// revisions in one transaction as MaxTxnOps allows. If the source has
+// compacted past the checkpoint, the mirror syncs in full again and says
+// so; it never skips.
+//
+// Leases are described on the leases type. Every request has a timeout,
+// failures are retried with backoff, and a mirror that makes no progress
+// while it has work to do reports itself stalled. Keys under
+// ReservedPrefix are the mirrors' own and are never copied or compared.
 package mirror

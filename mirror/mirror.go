@@ -121,8 +121,11 @@ type mirror struct {
 	cpKey     string
 	ownPrefix string
 	// token is this process's mark in the checkpoints it writes.
-	token  string
-	leases *leases
+	token string
+	// noneOwned: with no checkpoint, the destination has no ownership
+	// record of this mirror either (a first sync has nothing to sweep).
+	noneOwned bool
+	leases    *leases
 }
 
 // Run mirrors until ctx ends; it returns nil then. It returns an error

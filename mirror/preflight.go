@@ -65,6 +65,13 @@ func (mr *mirror) preflight(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if mr.cp == nil {
+		resp, err := mr.cfg.Dest.Get(ctx, ownPrefix(mr.cfg.Name), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return fmt.Errorf("mirror: destination ownership records: %w", err)
+		}
+		mr.noneOwned = resp.Count == 0
+	}
 	if mr.cp == nil && mr.cfg.Rev == 0 && mr.cfg.Policy == Keep {
 		n, sample, err := unowned(ctx, mr.cfg.Dest, mr.cfg.DestPrefix, mr.cfg.Name, mr.cfg.PageSize, 5)
 		if err != nil {

@@ -39,6 +39,8 @@ func (mr *mirror) sync(ctx context.Context) (*sourceWatch, error) {
 		next := mr.fresh()
 		if mr.cp != nil {
 			next.Resyncs = mr.cp.Resyncs
+		} else {
+			next.Fresh = mr.noneOwned
 		}
 		next.Phase, next.Revision = PhaseSync, head
 		if _, err := mr.commit(ctx, nil, next); err != nil {
@@ -53,12 +55,14 @@ func (mr *mirror) sync(ctx context.Context) (*sourceWatch, error) {
 		w.cancel()
 		return nil, err
 	}
-	if err := mr.sweep(ctx, w); err != nil {
-		w.cancel()
-		return nil, err
+	if !mr.cp.Fresh || mr.cfg.Policy == Prune {
+		if err := mr.sweep(ctx, w); err != nil {
+			w.cancel()
+			return nil, err
+		}
 	}
 	next := *mr.cp
-	next.Phase, next.SyncedThrough, next.From = PhaseStream, "", 0
+	next.Phase, next.SyncedThrough, next.From, next.Fresh = PhaseStream, "", 0, false
 	if _, err := mr.commit(ctx, nil, next); err != nil {
 		w.cancel()
 		return nil, err
