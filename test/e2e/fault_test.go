@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -177,6 +178,35 @@ func runFault(t *testing.T, fc faultCase, rng *rand.Rand, fixed bool) {
 	hold(after)
 	w.stop()
 	checkFaultRun(t, e, w, fc, injected, healed)
+	if fc.viaHub {
+		checkRoundsBySource(t, e.r)
+	}
+}
+
+// checkRoundsBySource requires r to have done rounds through its hub and,
+// while the hub was paused, rounds of its own: both paths were checked.
+func checkRoundsBySource(t *testing.T, r *harness.Replica) {
+	t.Helper()
+	code, body := httpDo("GET", r.ClientURL+"/metrics", "")
+	if code != 200 {
+		t.Fatalf("/metrics: %d %s", code, body)
+	}
+	got := map[string]float64{}
+	for _, line := range strings.Split(body, "\n") {
+		for _, src := range []string{"via", "own"} {
+			if v, ok := strings.CutPrefix(line, `understudy_replica_read_index_rounds_total{source="`+src+`"} `); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("metric line %q: %v", line, err)
+				}
+				got[src] = f
+			}
+		}
+	}
+	t.Logf("rounds through the hub: %v, own: %v", got["via"], got["own"])
+	if got["via"] == 0 || got["own"] == 0 {
+		t.Fatalf("rounds through the hub %v, own %v: want both (through the hub while it runs, own while it is paused)", got["via"], got["own"])
+	}
 }
 
 // hold lets the workload run, or a fault last, for d: a phase of the
