@@ -20,6 +20,9 @@ func startBar(w io.Writer, base time.Time, d time.Duration) *progress {
 	}
 	bar := pb.New64(int64(d / time.Second)).SetWriter(w).
 		SetTemplateString(`compare {{counters . }} s {{bar . }} {{percent . }} {{string . "status"}}`).Start()
+	if bar.Width() <= 0 {
+		bar.SetWidth(100) // a terminal that reports no size (script(1), some CI ptys)
+	}
 	bar.Set("status", "running")
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
