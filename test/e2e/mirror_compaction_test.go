@@ -12,13 +12,14 @@ import (
 
 // TestMirrorResyncUnderCompaction: the source compacts to its newest
 // revision every 2 s while a writer changes it and the mirror resyncs
-// 20,000 keys (200,000 with -mirror.long). A resync pinned at one revision
-// would start over at every compaction; this one completes, and verify
-// passes.
+// 200,000 keys (-mirror.long); in CI, 20,000 keys resync in about a
+// second, so the source compacts every 200 ms. A resync pinned at one
+// revision would start over at every compaction; this one completes, and
+// verify passes.
 func TestMirrorResyncUnderCompaction(t *testing.T) {
-	keys := 20000
+	keys, every := 20000, 200*time.Millisecond
 	if *mirrorLong {
-		keys = 200000
+		keys, every = 200000, 2*time.Second
 	}
 	p := startMirrorPair(t)
 	fill(t, p.s, "c/", keys)
@@ -29,12 +30,12 @@ func TestMirrorResyncUnderCompaction(t *testing.T) {
 	if _, err := p.s.Compact(ctx, p.head(t)); err != nil {
 		t.Fatal(err)
 	}
-	// Compaction every 2 s, and a writer, for the whole resync.
+	// Compaction every so often, and a writer, for the whole resync.
 	compactions := 0
 	compactDone := make(chan struct{})
 	go func() {
 		defer close(compactDone)
-		tick := time.NewTicker(2 * time.Second)
+		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
 			select {
@@ -95,7 +96,7 @@ func TestMirrorResyncUnderCompaction(t *testing.T) {
 	p.waitCaughtUp(t, "default")
 	mustVerify(t, p, "--prefix", "c/")
 	cp := p.checkpoint(t, "default")
-	t.Logf("resynced %d keys in %v under %d compactions and %d writes; %d resync(s) in the checkpoint", keys, took.Round(time.Millisecond), compactions, writes, cp.Resyncs)
+	t.Logf("resynced %d keys in %v under %d compactions (one every %v) and %d writes; %d resync(s) in the checkpoint", keys, took.Round(time.Millisecond), compactions, every, writes, cp.Resyncs)
 	if compactions < 2 {
 		t.Fatalf("only %d compactions during the resync: the test did not test", compactions)
 	}
