@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc/metadata"
 )
 
-// inProcessFront starts a one-member etcd in the test process and a Front
-// on it, served on loopback; both stop at cleanup.
-func inProcessFront(t testing.TB) pb.KVClient {
+// inProcessEtcd starts a one-member etcd in the test process; it stops at
+// cleanup.
+func inProcessEtcd(t testing.TB) *embed.Etcd {
 	t.Helper()
 	port := func() int {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -45,6 +45,13 @@ func inProcessFront(t testing.TB) pb.KVClient {
 	case <-time.After(time.Minute):
 		t.Fatal("embedded etcd not ready within a minute")
 	}
+	return e
+}
+
+// serveFront starts a Front on e, served on loopback, and returns a
+// connection to it and what Serve returned, once Stop has been called.
+func serveFront(t testing.TB, e *embed.Etcd) (*Front, *grpc.ClientConn, <-chan error) {
+	t.Helper()
 	f, err := New(Config{Server: e.Server, Logger: zap.NewNop(), MaxStaleness: 0, FreshnessInterval: 50 * time.Millisecond,
 		ReadBatchInterval: time.Millisecond, Ready: ReadyConfig{MaxLag: 1000, MaxStaleness: 5 * time.Second},
 		KeepAlive: KeepAlive{MinTime: 5 * time.Second, Interval: time.Hour, Timeout: 20 * time.Second}})
@@ -57,17 +64,25 @@ func inProcessFront(t testing.TB) pb.KVClient {
 	}
 	served := make(chan error, 1)
 	go func() { served <- f.Serve(l) }()
+	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return f, conn, served
+}
+
+// inProcessFront starts a one-member etcd in the test process and a Front
+// on it, served on loopback; both stop at cleanup.
+func inProcessFront(t testing.TB) pb.KVClient {
+	t.Helper()
+	f, conn, served := serveFront(t, inProcessEtcd(t))
 	t.Cleanup(func() {
 		f.Stop()
 		if err := <-served; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
 	return pb.NewKVClient(conn)
 }
 

@@ -31,7 +31,10 @@ func (f *Front) Serve(l net.Listener) error {
 	httpl := m.Match(cmux.HTTP1())
 	var g errgroup.Group
 	g.Go(func() error {
-		if err := f.grpc.Serve(grpcl); err != nil && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, cmux.ErrListenerClosed) {
+		// Stop closes the mux before it stops gRPC, so gRPC may see its
+		// listener end first (cmux.ErrServerClosed): after Stop, that is
+		// the clean end it is.
+		if err := f.grpc.Serve(grpcl); err != nil && !f.stopped() && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, cmux.ErrListenerClosed) {
 			return fmt.Errorf("readpath: serve gRPC on %s: %w", l.Addr(), err)
 		}
 		return nil
