@@ -29,6 +29,10 @@ type batchState struct {
 	lastStart time.Time
 	// due is set when a background round (freshness) is due.
 	due bool
+	// shared is set when the next round is a hub's (--read-index-via):
+	// the hub holds it for every replica that asks, so holding it here
+	// too would only add latency.
+	shared bool
 	// pending is the number of reads waiting for a round that has not
 	// started yet; oldest is when the first of them began waiting.
 	pending int
@@ -56,7 +60,7 @@ func (p batchPolicy) next(s batchState) batchDecision {
 			return batchDecision{at: earliest}
 		}
 	}
-	if s.due || p.maxWait <= 0 || s.pending >= batchTarget(s.peak) {
+	if s.due || s.shared || p.maxWait <= 0 || s.pending >= batchTarget(s.peak) {
 		return batchDecision{start: true}
 	}
 	deadline := s.oldest.Add(p.maxWait)

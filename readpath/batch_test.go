@@ -26,6 +26,8 @@ func TestBatchPolicy(t *testing.T) {
 		{"half the population waits for the rest", batchState{now: t0, lastStart: t0.Add(-3 * ms), pending: 32, oldest: t0.Add(-ms), peak: 64}, batchDecision{at: t0.Add(4 * ms)}},
 		{"the oldest read has waited enough", batchState{now: t0, lastStart: t0.Add(-9 * ms), pending: 32, oldest: t0.Add(-5 * ms), peak: 64}, batchDecision{start: true}},
 		{"the gap comes first", batchState{now: t0, lastStart: t0.Add(-ms), pending: 64, oldest: t0, peak: 64}, batchDecision{at: t0.Add(ms)}},
+		{"a hub's round is not held here", batchState{now: t0, lastStart: t0.Add(-3 * ms), shared: true, pending: 1, oldest: t0, peak: 64}, batchDecision{start: true}},
+		{"a hub's round keeps the gap", batchState{now: t0, lastStart: t0.Add(-ms), shared: true, pending: 1, oldest: t0, peak: 64}, batchDecision{at: t0.Add(ms)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := p.next(tc.s); got != tc.want {

@@ -28,6 +28,9 @@ type Freshness struct {
 	timeout  time.Duration
 	observe  func(d time.Duration, err error)
 	batch    batchPolicy
+	// shared, if set, tells whether the next round will be a hub's
+	// (--read-index-via), which batches on its side.
+	shared func() bool
 
 	// idleInterval, if more than interval, is the period of rounds while
 	// no bounded read has come for idleAfter: a replica nobody asks for
@@ -241,7 +244,8 @@ func (f *Freshness) batchState(now, lastStart time.Time, due bool) batchState {
 		// once would only spin.
 		lastStart = later(lastStart, f.mu.failedAt.Add(roundRetryGap-f.batch.minGap))
 	}
-	return batchState{now: now, lastStart: lastStart, due: due, pending: f.mu.pending, oldest: f.mu.oldest, peak: f.mu.peak}
+	return batchState{now: now, lastStart: lastStart, due: due, shared: f.shared != nil && f.shared(),
+		pending: f.mu.pending, oldest: f.mu.oldest, peak: f.mu.peak}
 }
 
 // roundRetryGap is the least time between a failed round and the next.

@@ -179,9 +179,10 @@ func New(cfg Config) (*Front, error) {
 	f := &Front{lg: cfg.Logger, s: s, tls: cfg.TLS}
 	var m *Metrics
 	f.contact = NewLeaderContact(cfg.Clock, etcdContactSample(cfg.Gatherer, s.Lead))
-	round := s.LinearizableReadNotify
+	round, shared := s.LinearizableReadNotify, func() bool { return false }
 	if len(cfg.Via.URLs) > 0 {
-		round = newViaRounds(cfg.Logger.Named("via"), cfg.Via, cfg.Clock, clusterHex(uint64(s.Cluster().ID())), s.LinearizableReadNotify, s.ApplyWait, cfg.Registerer).round
+		v := newViaRounds(cfg.Logger.Named("via"), cfg.Via, cfg.Clock, clusterHex(uint64(s.Cluster().ID())), s.LinearizableReadNotify, s.ApplyWait, cfg.Registerer)
+		round, shared = v.round, v.useHub
 	}
 	f.fresh = NewFreshness(cfg.Logger, cfg.Clock, cfg.FreshnessInterval, cfg.ReadBatchInterval, s.Cfg.ReqTimeout(), round,
 		func(d time.Duration, err error) {
@@ -192,6 +193,7 @@ func New(cfg Config) (*Front, error) {
 		})
 	f.fresh.idleInterval = cfg.FreshnessIdleInterval
 	f.fresh.batch.maxWait = cfg.ReadBatchMaxWait
+	f.fresh.shared = shared
 	m = NewMetrics(cfg.Registerer, func() float64 { return min(f.fresh.Age().Seconds(), math.MaxInt32) })
 	f.m = m
 

@@ -8,37 +8,63 @@ import (
 	"github.com/understudy-kv/understudy/test/harness"
 )
 
+// Idle rows' names, shared with the report.
+const (
+	idleBase        = "leader idle, 0 replicas"
+	idleFastReplica = "leader idle, 1 replica, rounds every --freshness-interval"
+	idleOneReplica  = "leader idle, 1 replica"
+	idleFourReplica = "leader idle, 4 replicas"
+	idleStockBase   = "stock etcd leader idle, 0 learners"
+	idleStockOne    = "stock etcd leader idle, 1 stock learner"
+)
+
 // idleScenario measures what idle replicas cost the leader: its CPU over a
 // quiet window with 0, 1 and 4 replicas serving nothing, and with 1 replica
 // whose freshness rounds never slow down (--freshness-idle-interval 0, the
-// behaviour before idle rounds existed).
+// behaviour before idle rounds existed). The same on stock etcd with 0 and
+// 1 stock learner shows what any non-voting member costs the leader (its
+// heartbeats), which no replica can go below.
+//
+// The leader's CPU is read from /proc in 10 ms ticks, so a window is long
+// (4× the row length: 40 s in the full run) to resolve a few hundredths of
+// a percent of a core.
 func idleScenario(p params) ([]Row, error) {
+	window := 4 * p.dur
+	measure := func(r *runner, c *harness.Cluster, name string) Row {
+		leader := c.WaitLeader(r, 30*time.Second)
+		// Let joins and catch-up traffic settle: the measured window is
+		// quiet, as an idle cluster is.
+		<-time.After(p.dur / 2)
+		m := startCPU(map[string]int{"leader": leader.Proc.PID()})
+		start := time.Now()
+		<-time.After(window)
+		return Row{Scenario: "idle", Name: name, Result: Result{Seconds: time.Since(start).Seconds(), CPU: m.stop()}}
+	}
 	var rows []Row
 	err := scenario("idle: understudy", func(r *runner) {
 		c := harness.StartCluster(r, harness.ClusterConfig{N: 3})
-		window := 2 * p.dur
-		measure := func(name string) Row {
-			leader := c.WaitLeader(r, 30*time.Second)
-			// Let joins and catch-up traffic settle: the measured window is
-			// quiet, as an idle cluster is.
-			<-time.After(p.dur / 2)
-			m := startCPU(map[string]int{"leader": leader.Proc.PID()})
-			start := time.Now()
-			<-time.After(window)
-			return Row{Scenario: "idle", Name: name, Result: Result{Seconds: time.Since(start).Seconds(), CPU: m.stop()}}
-		}
-		rows = append(rows, measure("leader idle, 0 replicas"))
+		rows = append(rows, measure(r, c, idleBase))
 		fast := harness.StartReplica(r, c, harness.ReplicaConfig{Name: "fast", Extra: append([]string{"--freshness-idle-interval", "0"}, p.replicaArgs...)})
-		rows = append(rows, measure("leader idle, 1 replica, rounds every --freshness-interval"))
+		rows = append(rows, measure(r, c, idleFastReplica))
 		fast.Stop()
 		leave(r, c, "fast")
 		for i := range 4 {
 			harness.StartReplica(r, c, harness.ReplicaConfig{Name: fmt.Sprintf("idle%d", i), Extra: p.replicaArgs})
 			if i == 0 {
-				rows = append(rows, measure("leader idle, 1 replica"))
+				rows = append(rows, measure(r, c, idleOneReplica))
 			}
 		}
-		rows = append(rows, measure("leader idle, 4 replicas"))
+		rows = append(rows, measure(r, c, idleFourReplica))
+	})
+	if err != nil {
+		return rows, err
+	}
+	err = scenario("idle: stock etcd", func(r *runner) {
+		kinds := []harness.Kind{harness.KindEtcd, harness.KindEtcd, harness.KindEtcd}
+		c := harness.StartCluster(r, harness.ClusterConfig{N: 3, Kinds: kinds})
+		rows = append(rows, measure(r, c, idleStockBase))
+		addStockLearner(r, c, "learner")
+		rows = append(rows, measure(r, c, idleStockOne))
 	})
 	return rows, err
 }
@@ -61,8 +87,8 @@ func leave(r *runner, c *harness.Cluster, name string) {
 	}
 }
 
-// idleCost is each idle replica's added leader CPU, as a percentage of a
-// core, from rows base (0 replicas) and with (n replicas).
+// idleCost is each idle member's added leader CPU, as a percentage of a
+// core, from rows base (none) and with (n of them).
 func idleCost(base, with Row, n int) float64 {
 	if base.Seconds == 0 || with.Seconds == 0 || n == 0 {
 		return 0

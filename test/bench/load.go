@@ -22,6 +22,9 @@ type Result struct {
 	P99        time.Duration `json:"p99_ns"`
 	// CPU is the CPU-seconds each process used during the run, by role.
 	CPU map[string]float64 `json:"cpu_seconds"`
+	// LeaderRounds is the ReadIndex rounds replicas asked the leader for
+	// during a strong-read row served by replicas; 0 elsewhere.
+	LeaderRounds float64 `json:"leader_rounds,omitempty"`
 }
 
 // CPUPer10k is the CPU-seconds role used per 10,000 operations.
@@ -83,10 +86,14 @@ func load(ctx context.Context, concurrency int, d time.Duration, op func(ctx con
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	return result(time.Since(start), lat, errs, 0)
+}
+
+// result sums the workers' latencies and errors over a run of elapsed.
+func result(elapsed time.Duration, lat [][]time.Duration, errs []int, moreErrs int) Result {
 	var all []time.Duration
-	r := Result{Seconds: elapsed.Seconds()}
-	for w := range concurrency {
+	r := Result{Seconds: elapsed.Seconds(), Errors: moreErrs}
+	for w := range lat {
 		all = append(all, lat[w]...)
 		r.Errors += errs[w]
 	}
@@ -95,6 +102,59 @@ func load(ctx context.Context, concurrency int, d time.Duration, op func(ctx con
 	slices.Sort(all)
 	r.P50, r.P99 = percentile(all, 0.50), percentile(all, 0.99)
 	return r
+}
+
+// loadAt issues op at a fixed rate (ops per second) for d, from up to
+// concurrency workers: an open loop, as many independent clients are. An
+// op's latency counts from when it was due, so time spent queued because
+// every worker was busy counts too (no coordinated omission). Ops due but
+// not started when d ends are not counted.
+func loadAt(ctx context.Context, rate, concurrency int, d time.Duration, op func(ctx context.Context, worker int) error) Result {
+	// Not cancellable: an op runs to its end (as in load, no context
+	// shared by every request: its lock would be contended).
+	ctx = context.WithoutCancel(ctx)
+	due := make(chan time.Time, rate) // up to a second's backlog
+	lat := make([][]time.Duration, concurrency)
+	errs := make([]int, concurrency)
+	var wg sync.WaitGroup
+	for w := range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := make([]time.Duration, 0, 1<<12)
+			for at := range due {
+				if err := op(ctx, w); err != nil {
+					errs[w]++
+					continue
+				}
+				l = append(l, time.Since(at))
+			}
+			lat[w] = l
+		}()
+	}
+	// The pacer: every tick, every op due by now is handed out.
+	start := time.Now()
+	interval := time.Second / time.Duration(rate)
+	tick := time.NewTicker(time.Millisecond)
+	sent, dropped := 0, 0
+	for now := range tick.C {
+		elapsed := now.Sub(start)
+		if elapsed >= d {
+			break
+		}
+		for ; time.Duration(sent)*interval <= elapsed; sent++ {
+			select {
+			case due <- start.Add(time.Duration(sent) * interval):
+			default: // a second behind: the load is past what the system serves
+				dropped++
+			}
+		}
+	}
+	tick.Stop()
+	close(due)
+	wg.Wait()
+	// Ops the system could not take, a second behind, count as errors.
+	return result(time.Since(start), lat, errs, dropped)
 }
 
 func percentile(sorted []time.Duration, q float64) time.Duration {

@@ -24,6 +24,9 @@ type topology struct {
 	extraPID int
 	// extraPIDs are more replicas, added by a scenario.
 	extraPIDs []int
+	// replicaURLs are the client URLs of every replica joined (none on
+	// stock etcd): the rounds they ask the leader for are counted.
+	replicaURLs []string
 }
 
 // pids maps roles to process IDs for CPU accounting.
@@ -56,7 +59,7 @@ func (tp *topology) roles(r *runner) {
 func understudyTopology(r *runner, replicaArgs ...string) *topology {
 	c := harness.StartCluster(r, harness.ClusterConfig{N: 3, Kinds: []harness.Kind{harness.KindPrimary, harness.KindPrimary, harness.KindPrimary}})
 	rep := harness.StartReplica(r, c, harness.ReplicaConfig{Name: "replica", Extra: replicaArgs})
-	tp := &topology{cluster: c, extraURL: rep.ClientURL, extraPID: rep.PID()}
+	tp := &topology{cluster: c, extraURL: rep.ClientURL, extraPID: rep.PID(), replicaURLs: []string{rep.ClientURL}}
 	tp.roles(r)
 	return tp
 }
@@ -66,6 +69,15 @@ func understudyTopology(r *runner, replicaArgs ...string) *topology {
 func etcdTopology(r *runner) *topology {
 	kinds := []harness.Kind{harness.KindEtcd, harness.KindEtcd, harness.KindEtcd}
 	c := harness.StartCluster(r, harness.ClusterConfig{N: 3, Kinds: kinds})
+	client, p := addStockLearner(r, c, "learner")
+	tp := &topology{cluster: c, extraURL: client, extraPID: p.PID()}
+	tp.roles(r)
+	return tp
+}
+
+// addStockLearner joins a stock etcd learner named name to c and waits
+// until it has caught up; it returns its client URL and process.
+func addStockLearner(r *runner, c *harness.Cluster, name string) (string, *harness.Proc) {
 	cli := c.Client(r)
 	peer := harness.URL(harness.FreePort(r))
 	client := harness.URL(harness.FreePort(r))
@@ -79,16 +91,16 @@ func etcdTopology(r *runner) *topology {
 	})
 	var ic []string
 	for _, m := range resp.Members {
-		name := m.Name
+		mname := m.Name
 		if m.ID == resp.Member.ID {
-			name = "learner"
+			mname = name
 		}
 		for _, u := range m.PeerURLs {
-			ic = append(ic, name+"="+u)
+			ic = append(ic, mname+"="+u)
 		}
 	}
-	p := harness.Start(r, harness.ProcConfig{Name: "learner", Bin: c.Bins.Etcd, Args: []string{
-		"--name", "learner", "--data-dir", filepath.Join(r.TempDir(), "learner.etcd"),
+	p := harness.Start(r, harness.ProcConfig{Name: name, Bin: c.Bins.Etcd, Args: []string{
+		"--name", name, "--data-dir", filepath.Join(r.TempDir(), name+".etcd"),
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 		"--initial-cluster", strings.Join(ic, ","), "--initial-cluster-state", "existing",
@@ -112,9 +124,7 @@ func etcdTopology(r *runner) *topology {
 		}
 		return st.RaftAppliedIndex >= lst.RaftIndex && st.Leader != 0, nil
 	})
-	tp := &topology{cluster: c, extraURL: client, extraPID: p.PID()}
-	tp.roles(r)
-	return tp
+	return client, p
 }
 
 // clients opens n clients to endpoint, closed when the scenario ends. Many
