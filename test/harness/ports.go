@@ -59,6 +59,30 @@ func FreePortRun(t testing.TB, n int) int {
 	return 0
 }
 
+// ListenReserved listens on a port of 127.0.0.1 that no FreePort call has
+// handed out, and reserves it: a listener in the test process (a proxy) must
+// not take a port handed to a process that has not bound it yet, which the
+// kernel, seeing it free, would offer to a plain listen on port 0.
+func ListenReserved() (net.Listener, error) {
+	var refused []net.Listener // held open, so that the kernel offers others
+	defer func() {
+		for _, ln := range refused {
+			ln.Close()
+		}
+	}()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		if reserve(ln.Addr().(*net.TCPAddr).Port) {
+			return ln, nil
+		}
+		refused = append(refused, ln)
+	}
+	return nil, fmt.Errorf("harness: every port the kernel offered was already handed out")
+}
+
 // URL returns the http URL of port on 127.0.0.1.
 func URL(port int) string {
 	return "http://127.0.0.1:" + strconv.Itoa(port)

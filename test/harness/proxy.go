@@ -54,7 +54,7 @@ type Proxy struct {
 // NewProxy starts a proxy to target ("host:port"), closed at cleanup.
 func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := ListenReserved()
 	if err != nil {
 		t.Fatalf("harness: proxy to %s: %v", target, err)
 	}
