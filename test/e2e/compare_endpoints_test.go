@@ -108,6 +108,7 @@ func TestCompareExistingEndpoints(t *testing.T) {
 	}
 }
 
+// head is the revision cli's cluster is at.
 func head(t *testing.T, cli *clientv3.Client) int64 {
 	t.Helper()
 	resp, err := cli.Get(context.Background(), "\x00", clientv3.WithCountOnly())
@@ -117,6 +118,7 @@ func head(t *testing.T, cli *clientv3.Client) int64 {
 	return resp.Header.Revision
 }
 
+// countPrefix is how many keys cli's cluster holds under prefix.
 func countPrefix(t *testing.T, cli *clientv3.Client, prefix string) int64 {
 	t.Helper()
 	resp, err := cli.Get(context.Background(), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())

@@ -60,11 +60,7 @@ func (p *mirrorPair) mustHave(t *testing.T, what string, kvs map[string]string) 
 // count is the number of destination keys under prefix.
 func (p *mirrorPair) count(t *testing.T, prefix string) int64 {
 	t.Helper()
-	r, err := p.d.Get(context.Background(), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.Count
+	return countPrefix(t, p.d, prefix)
 }
 
 // resyncAfterCompaction kills the mirror, changes the source (deletes

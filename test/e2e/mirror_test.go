@@ -88,11 +88,7 @@ func (p *mirrorPair) checkpoint(t *testing.T, name string) *mirror.Checkpoint {
 // head is the source's revision now.
 func (p *mirrorPair) head(t *testing.T) int64 {
 	t.Helper()
-	resp, err := p.s.Get(context.Background(), "\x00", clientv3.WithCountOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.Header.Revision
+	return head(t, p.s)
 }
 
 // waitCaughtUp waits until the mirror's checkpoint has the source's
