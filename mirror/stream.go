@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -11,26 +12,33 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// sourceWatch is an open watch of the source prefix, with the responses
-// already taken off its channel and not yet applied. clientv3 buffers
-// what the mirror has not read, so the server side of the watch stays in
-// step with the source whatever the mirror is doing; reading the channel
-// now and then (poll) is only how a sync learns early that the watch is
-// gone.
+// sourceWatch is an open watch of the source prefix. Its pump takes every
+// response off the watch channel as it arrives and queues it here, so
+// that when the mirror falls behind (a slow destination commit, a pause)
+// the next transaction carries the whole backlog: clientv3 hands a
+// consumer one response at a time, and a loop that took only what its
+// channel held at once would go on committing a revision or two per
+// transaction, never catching up while the source writes at the pace of
+// its commits.
 type sourceWatch struct {
-	ch      clientv3.WatchChan
-	ctx     context.Context // the watch's: RequestProgress finds the stream by it
-	cancel  context.CancelFunc
+	ctx    context.Context // the watch's: RequestProgress finds the stream by it
+	cancel context.CancelFunc
+	// ready holds a token once responses or the watch's end are queued.
+	ready chan struct{}
+	done  chan struct{} // closed when the pump has stopped
+
+	mu      sync.Mutex
 	pending []clientv3.WatchResponse
+	err     error // why the watch ended; nothing is queued after it
 }
 
-// openWatch watches the source prefix from revision from on, and waits
-// for the source to accept it.
+// openWatch watches the source prefix from revision from on, waits for
+// the source to accept it, and starts its pump.
 func (mr *mirror) openWatch(ctx context.Context, from int64) (*sourceWatch, error) {
 	key, end := span(mr.cfg.Prefix)
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	w := &sourceWatch{ctx: wctx, cancel: cancel}
-	w.ch = mr.cfg.Source.Watch(wctx, key, clientv3.WithRange(end), clientv3.WithRev(from), clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
+	w := &sourceWatch{ctx: wctx, cancel: cancel, ready: make(chan struct{}, 1), done: make(chan struct{})}
+	ch := mr.cfg.Source.Watch(wctx, key, clientv3.WithRange(end), clientv3.WithRev(from), clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
 	t := time.NewTimer(mr.cfg.RequestTimeout)
 	defer t.Stop()
 	select {
@@ -40,7 +48,7 @@ func (mr *mirror) openWatch(ctx context.Context, from int64) (*sourceWatch, erro
 	case <-t.C:
 		cancel()
 		return nil, fmt.Errorf("mirror: source watch from revision %d: not created within %v", from, mr.cfg.RequestTimeout)
-	case resp, ok := <-w.ch:
+	case resp, ok := <-ch:
 		if err := watchErr(resp, ok); err != nil {
 			cancel()
 			return nil, err
@@ -49,23 +57,54 @@ func (mr *mirror) openWatch(ctx context.Context, from int64) (*sourceWatch, erro
 			w.pending = append(w.pending, resp)
 		}
 	}
+	go w.pump(ch)
 	return w, nil
 }
 
-// poll moves what has arrived to pending, without waiting; it fails if
-// the watch has ended.
-func (w *sourceWatch) poll() error {
+// pump queues the watch's responses until the watch ends.
+func (w *sourceWatch) pump(ch clientv3.WatchChan) {
+	defer close(w.done)
 	for {
-		select {
-		case resp, ok := <-w.ch:
-			if err := watchErr(resp, ok); err != nil {
-				return err
-			}
+		resp, ok := <-ch
+		err := watchErr(resp, ok)
+		w.mu.Lock()
+		if err != nil {
+			w.err = err
+		} else {
 			w.pending = append(w.pending, resp)
-		default:
-			return nil
+		}
+		w.mu.Unlock()
+		select {
+		case w.ready <- struct{}{}:
+		default: // a token is already waiting
+		}
+		if err != nil {
+			return
 		}
 	}
+}
+
+// take returns every queued response, and why the watch ended if it has.
+func (w *sourceWatch) take() ([]clientv3.WatchResponse, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.pending
+	w.pending = nil
+	return out, w.err
+}
+
+// poll reports whether the watch has ended, without waiting: how a sync
+// learns early that it must start again.
+func (w *sourceWatch) poll() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// stop ends the watch and waits for its pump.
+func (w *sourceWatch) stop() {
+	w.cancel()
+	<-w.done
 }
 
 // watchErr is what a watch response says went wrong: compaction means a
@@ -101,7 +140,7 @@ func (mr *mirror) stream(ctx context.Context, w *sourceWatch) error {
 			return err
 		}
 	}
-	defer w.cancel()
+	defer w.stop()
 	if err := mr.checkLeases(ctx); err != nil {
 		return err
 	}
@@ -113,9 +152,8 @@ func (mr *mirror) stream(ctx context.Context, w *sourceWatch) error {
 	}
 	var lastProgress time.Time
 	for {
-		batch := w.pending
-		w.pending = nil
-		if len(batch) == 0 {
+		batch, failed := w.take()
+		if len(batch) == 0 && failed == nil {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -126,33 +164,13 @@ func (mr *mirror) stream(ctx context.Context, w *sourceWatch) error {
 				if err != nil && ctx.Err() == nil {
 					return fmt.Errorf("mirror: source progress: %w", err)
 				}
-				continue
 			case <-lost:
 				if err := mr.restore(ctx, mr.leases.takeLost()); err != nil {
 					return err
 				}
-				continue
-			case resp, ok := <-w.ch:
-				if err := watchErr(resp, ok); err != nil {
-					return err
-				}
-				batch = append(batch, resp)
+			case <-w.ready:
 			}
-		}
-		// Take every response already here: when the mirror is behind,
-		// their revisions share transactions.
-		var failed error
-	drain:
-		for len(batch) < 64 {
-			select {
-			case more, ok := <-w.ch:
-				if failed = watchErr(more, ok); failed != nil {
-					break drain
-				}
-				batch = append(batch, more)
-			default:
-				break drain
-			}
+			continue
 		}
 		var events []*clientv3.Event
 		var progress int64

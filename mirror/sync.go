@@ -52,19 +52,19 @@ func (mr *mirror) sync(ctx context.Context) (*sourceWatch, error) {
 		return nil, err
 	}
 	if err := mr.copyAll(ctx, w); err != nil {
-		w.cancel()
+		w.stop()
 		return nil, err
 	}
 	if !mr.cp.Fresh || mr.cfg.Policy == Prune {
 		if err := mr.sweep(ctx, w); err != nil {
-			w.cancel()
+			w.stop()
 			return nil, err
 		}
 	}
 	next := *mr.cp
 	next.Phase, next.SyncedThrough, next.From, next.Fresh = PhaseStream, "", 0, false
 	if _, err := mr.commit(ctx, nil, next); err != nil {
-		w.cancel()
+		w.stop()
 		return nil, err
 	}
 	mr.lg.Info("full sync done; streaming", zap.Int64("from-revision", next.Revision+1))
