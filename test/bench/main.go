@@ -25,8 +25,16 @@ func main() {
 	only := flag.String("only", "", "run only this scenario: generator, reads, writes, watch, catchup, mirror, idle or compare")
 	consistency := flag.String("consistency", "CONSISTENCY.md", "where the compare scenario writes its tables (its plots go in docs/consistency/ beside it)")
 	replicaArgs := flag.String("replica-args", "", "extra flags for every replica, space-separated (for tuning experiments; recorded in the report)")
+	render := flag.Bool("render", false, "run nothing: write the report again from the raw figures (--json) of an earlier run, after a change to how it is written")
 	flag.Parse()
 
+	if *render {
+		if err := rerender(*raw, *out); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	p, mode := fullParams(), "full"
 	if *quick {
 		p, mode = quickParams(), "quick"
@@ -73,4 +81,20 @@ func main() {
 	if len(rep.Failures) > 0 {
 		os.Exit(1)
 	}
+}
+
+// rerender writes the report at out from the raw figures at raw.
+func rerender(raw, out string) error {
+	b, err := os.ReadFile(raw)
+	if err != nil {
+		return fmt.Errorf("--render: %w", err)
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return fmt.Errorf("--render: %s is not a report's raw figures: %w", raw, err)
+	}
+	if len(rep.Rows) == 0 {
+		return fmt.Errorf("--render: %s has no rows", raw)
+	}
+	return os.WriteFile(out, []byte(rep.markdown()), 0o644)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -169,7 +170,7 @@ func (rep report) markdown() string {
 		} else {
 			goal += " ✗"
 		}
-		w("| %s | %s | %s | %s | **%.2f×** | %s |\n", c.what, c.row, c.partner, c.metric, ratio, goal)
+		w("| %s | %s | %s | %s | **%s×** | %s |\n", c.what, c.row, c.partner, c.metric, ratioText(ratio), goal)
 	}
 
 	if _, ok := byName[idleBase]; ok {
@@ -258,4 +259,13 @@ func writeRounds(w func(string, ...any), rows []Row) {
 		}
 		w("| %s | %.0f | %.0f | %.1f | %.3f |\n", r.Name, r.LeaderRounds, r.LeaderRounds/r.Seconds, float64(r.Ops)/r.LeaderRounds, 1000*r.CPU["leader"]/r.LeaderRounds)
 	}
+}
+
+// ratioText is a ratio with two decimals, or two significant digits
+// below 0.1, so that a ratio of a few thousandths does not read as 0.
+func ratioText(r float64) string {
+	if r >= 0.1 {
+		return strconv.FormatFloat(r, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(r, 'g', 2, 64)
 }
