@@ -60,7 +60,7 @@ func (r *roles) observe(ctx context.Context) (promotion.Observation, error) {
 	var view membership.RaftStatus
 	viewErr := fmt.Errorf("no leader")
 	if o.Leader != 0 {
-		view, viewErr = r.leaderView(ctx, o.Leader)
+		view, viewErr = r.view(ctx, o)
 		if viewErr == nil {
 			o.LeaderCommit = view.Commit
 		}
@@ -105,6 +105,10 @@ func (r *roles) observe(ctx context.Context) (promotion.Observation, error) {
 		}()
 	}
 	wg.Wait()
+	r.viewAllActive = viewErr == nil
+	for _, v := range o.Voters {
+		r.viewAllActive = r.viewAllActive && v.Leader == promotion.LeaderViewActive
+	}
 	r.logSilent(o)
 	if o.LeaderCommit != 0 {
 		r.m.lag.Set(float64(promotion.Lag(o)))
@@ -122,6 +126,26 @@ func (r *roles) readRecord(ctx context.Context) (*promotion.Record, error) {
 		return nil, nil
 	}
 	return promotion.ParseRecord(res.KVs[0].Value)
+}
+
+// view is the leader's raft status for the observation o: the last one
+// read while promotion.ReuseView allows, else a new read.
+func (r *roles) view(ctx context.Context, o promotion.Observation) (membership.RaftStatus, error) {
+	if promotion.ReuseView(r.cfg, o, r.viewAt, r.lastView.Leader, r.viewAllActive) {
+		return r.lastView, nil
+	}
+	v, err := r.leaderView(ctx, o.Leader)
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	r.m.viewReads.WithLabelValues(outcome).Inc()
+	if err != nil {
+		r.viewAt = time.Time{}
+		return v, err
+	}
+	r.lastView, r.viewAt = v, o.Now
+	return v, nil
 }
 
 // leaderView reads the leader's raft status: in-process when this replica

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/understudy-kv/understudy/config"
+	"github.com/understudy-kv/understudy/membership"
 	"github.com/understudy-kv/understudy/promotion"
 )
 
@@ -35,12 +36,13 @@ type roleMetrics struct {
 	silent       prometheus.Gauge
 	lockHeld     prometheus.Gauge
 	steps        *prometheus.CounterVec
+	viewReads    *prometheus.CounterVec
 }
 
 func newRoleMetrics(reg prometheus.Registerer) *roleMetrics {
 	m := &roleMetrics{
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "lag_entries",
-			Help: "Entries the replica's applied index trails the leader's commit index."}),
+			Help: "Entries the replica's applied index trails the leader's commit index, as of the leader's last raft view (at most a second old; see leader_view_reads_total)."}),
 		sinceLeader: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "leader_contact_age_seconds",
 			Help: "Time since the replica last heard from the leader."}),
 		promotions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "replica", Name: "promotions_total",
@@ -55,9 +57,11 @@ func newRoleMetrics(reg prometheus.Registerer) *roleMetrics {
 			Help: "1 while this standby holds the failover lock, else 0."}),
 		steps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "replica", Name: "failover_steps_total",
 			Help: "Failover actions carried out by this replica, by action and outcome."}, []string{"action", "outcome"}),
+		viewReads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "replica", Name: "leader_view_reads_total",
+			Help: "Reads of the leader's raft status (its /debug/vars) by the role loop, by outcome: at most one a second while every voter replicates and no failover is under way."}, []string{"outcome"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.lag, m.sinceLeader, m.promotions, m.removals, m.wouldPromote, m.silent, m.lockHeld, m.steps)
+		reg.MustRegister(m.lag, m.sinceLeader, m.promotions, m.removals, m.wouldPromote, m.silent, m.lockHeld, m.steps, m.viewReads)
 	}
 	return m
 }
@@ -78,6 +82,12 @@ type roles struct {
 	lock                 failoverLock
 	// silentNames are the silent voters as last logged.
 	silentNames []string
+	// lastView is the leader's raft status as last read, at viewAt (zero
+	// if the last read failed); viewAllActive: the last observation had
+	// a view, and it showed every voter active (promotion.ReuseView).
+	lastView      membership.RaftStatus
+	viewAt        time.Time
+	viewAllActive bool
 }
 
 // newRoles builds the role loop with its own long-lived client: its

@@ -271,6 +271,18 @@ func TestStandbyReplacesADeadVoter(t *testing.T) {
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	r := startReplica(t, bins, c, "standby", replicaOpts{Extra: []string{"--role", "standby", "--failover-after", "3s", "--promote-hold", "1s"}})
+	// While every voter replicates, the standby reads the leader's
+	// /debug/vars at most once a second, not on each observation (5 a
+	// second): each read costs the leader a millisecond of CPU. The window
+	// is a measurement's length, not a wait for a condition.
+	const window = 4 * time.Second
+	reads := metric(t, r.ClientURL, "understudy_replica_leader_view_reads_total")
+	time.Sleep(window)
+	if n := metric(t, r.ClientURL, "understudy_replica_leader_view_reads_total") - reads; n < 1 || n > window.Seconds()+2 {
+		t.Fatalf("the standby read the leader's raft view %v times in %v with every voter live; want 1 to %v", n, window, window.Seconds()+2)
+	} else {
+		t.Logf("%v reads of the leader's raft view in %v", n, window)
+	}
 	leader := c.Leader(t)
 	var followers []*harness.Member
 	for _, m := range c.Members {
