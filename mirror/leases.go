@@ -157,7 +157,9 @@ func (l *leases) adopt(src int64, id clientv3.LeaseID) {
 	l.mu.gen++
 	l.mu.byS[src] = &destLease{id: id, gen: l.mu.gen, cancel: cancel}
 	delete(l.mu.none, src)
-	delete(l.mu.lost, src)
+	// A lost lease stays lost when a change of one of its keys gets it a
+	// new destination lease: its other keys are still missing, and only
+	// restore writes them again.
 	l.mu.Unlock()
 	ch, err := l.dst.KeepAlive(kctx, id)
 	l.wg.Add(1)

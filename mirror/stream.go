@@ -84,10 +84,16 @@ func (w *sourceWatch) pump(ch clientv3.WatchChan) {
 	}
 }
 
-// take returns every queued response, and why the watch ended if it has.
-func (w *sourceWatch) take() ([]clientv3.WatchResponse, error) {
+// take returns up to n queued responses, the oldest first, and why the
+// watch ended once nothing is left before its end.
+func (w *sourceWatch) take(n int) ([]clientv3.WatchResponse, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if len(w.pending) > n {
+		out := w.pending[:n:n]
+		w.pending = w.pending[n:]
+		return out, nil
+	}
 	out := w.pending
 	w.pending = nil
 	return out, w.err
@@ -123,6 +129,11 @@ func watchErr(resp clientv3.WatchResponse, ok bool) error {
 	return nil
 }
 
+// passResponses bounds the watch responses one pass of the stream loop
+// applies (in as few transactions as MaxTxnOps allows), so that a long
+// backlog leaves room between passes for restoring leases and for ctx.
+const passResponses = 512
+
 // stream applies the watch (opened from the revision after the checkpoint
 // if w is nil) to the destination: each revision's events in one
 // transaction with the checkpoint; when the mirror is behind, as many
@@ -152,7 +163,16 @@ func (mr *mirror) stream(ctx context.Context, w *sourceWatch) error {
 	}
 	var lastProgress time.Time
 	for {
-		batch, failed := w.take()
+		// Leases that ended while the mirror is busy are restored between
+		// passes, not only once the source goes quiet.
+		select {
+		case <-lost:
+			if err := mr.restore(ctx, mr.leases.takeLost()); err != nil {
+				return err
+			}
+		default:
+		}
+		batch, failed := w.take(passResponses)
 		if len(batch) == 0 && failed == nil {
 			select {
 			case <-ctx.Done():

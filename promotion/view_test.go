@@ -30,6 +30,7 @@ func TestReuseView(t *testing.T) {
 		{"lock held", standby, with(func(o *Observation) { o.HoldsFailoverLock = true }), now.Add(-100 * time.Millisecond), 1, true, false},
 		{"learner in the voter role", Config{Role: RoleVoter}, idle, now.Add(-100 * time.Millisecond), 1, true, false},
 		{"promoted voter role", Config{Role: RoleVoter}, with(func(o *Observation) { o.IsLearner = false }), now.Add(-100 * time.Millisecond), 1, true, true},
+		{"this member is the leader", standby, with(func(o *Observation) { o.IsLearner, o.SelfID = false, 1 }), now.Add(-100 * time.Millisecond), 1, true, false},
 		{"promoted standby", standby, with(func(o *Observation) { o.IsLearner = false }), now.Add(-100 * time.Millisecond), 1, true, true},
 	} {
 		if got := ReuseView(tc.cfg, tc.o, tc.viewAt, tc.viewLeader, tc.allActive); got != tc.want {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -13,10 +14,10 @@ import (
 )
 
 // sourceWriter puts a key under prefix every 20ms until stop is called,
-// which returns how many puts went through.
+// which returns how many puts went through (again if called again).
 func sourceWriter(t *testing.T, p *mirrorPair, prefix string) (stop func() int) {
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int)
+	done := make(chan int, 1)
 	go func() {
 		n := 0
 		tick := time.NewTicker(20 * time.Millisecond)
@@ -33,7 +34,12 @@ func sourceWriter(t *testing.T, p *mirrorPair, prefix string) (stop func() int) 
 			}
 		}
 	}()
-	return func() int { cancel(); return <-done }
+	var once sync.Once
+	puts := 0
+	return func() int {
+		once.Do(func() { cancel(); puts = <-done })
+		return puts
+	}
 }
 
 // TestMirrorDestinationBlackholed: the destination cut off for 30 s while

@@ -143,3 +143,44 @@ func TestMirrorKeepsLeasesAliveThroughDelay(t *testing.T) {
 	t.Logf("%d keys kept for %v, no delete", n, hold)
 	mustVerify(t, p, "--prefix", "l/")
 }
+
+// TestMirrorRestoresALostLeaseWhileBusy: a destination lease ends (revoked
+// on the destination) while its source lease lives and the mirror is never
+// idle: the destination is 50 ms away each way and the source takes a put
+// every 20 ms, so every pass of the mirror's loop finds revisions waiting.
+// The lost lease's keys must be written again while that goes on, not once
+// the source goes quiet.
+func TestMirrorRestoresALostLeaseWhileBusy(t *testing.T) {
+	const n = 20
+	p := startMirrorPair(t)
+	px := p.proxyDest(t)
+	px.Delay(50 * time.Millisecond)
+	leasedKeys(t, p.s, "l/", n, 10)
+	p.start(t, "--prefix", "l/")
+	harness.WaitFor(t, time.Minute, "every key on a destination lease", func() (bool, error) {
+		c, err := p.leasedCount("l/")
+		return c == n, err
+	})
+	stop := sourceWriter(t, p, "l/w/")
+	defer stop()
+	ctx := context.Background()
+	r, err := p.d.Get(ctx, "l/0000")
+	if err != nil || len(r.Kvs) != 1 || r.Kvs[0].Lease == 0 {
+		t.Fatalf("destination l/0000 before the revoke: %v %v", r, err)
+	}
+	lost := clientv3.LeaseID(r.Kvs[0].Lease)
+	if _, err := p.d.Revoke(ctx, lost); err != nil {
+		t.Fatalf("revoking destination lease %x: %v", lost, err)
+	}
+	revoked := time.Now()
+	harness.WaitFor(t, 10*time.Second, "l/0000 back on a new destination lease while the source keeps writing", func() (bool, error) {
+		r, err := p.d.Get(ctx, "l/0000")
+		if err != nil {
+			return false, err
+		}
+		return len(r.Kvs) == 1 && r.Kvs[0].Lease != 0 && clientv3.LeaseID(r.Kvs[0].Lease) != lost, nil
+	})
+	t.Logf("l/0000 back %v after its destination lease was revoked; %d puts meanwhile", time.Since(revoked).Round(time.Millisecond), stop())
+	p.waitCaughtUp(t, "default")
+	mustVerify(t, p, "--prefix", "l/")
+}
