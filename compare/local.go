@@ -3,7 +3,6 @@ package compare
 import (
 	"fmt"
 	"strings"
-	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -18,7 +17,7 @@ import (
 // a one-member destination cluster. Every part is a real process, started
 // and stopped by package harness.
 type Local struct {
-	t       testing.TB
+	t       harness.TB
 	Cluster *harness.Cluster
 	Replica *harness.Replica
 	Dest    *harness.Cluster
@@ -29,7 +28,7 @@ type Local struct {
 // StartLocal starts the topology through t (a *testing.T, or a
 // harness.Runner), all of it stopped at t's cleanup; the mirror copies
 // prefix.
-func StartLocal(t testing.TB, prefix string) *Local {
+func StartLocal(t harness.TB, prefix string) *Local {
 	t.Helper()
 	l := &Local{t: t}
 	l.Cluster = harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true})
@@ -47,7 +46,7 @@ func StartLocal(t testing.TB, prefix string) *Local {
 // destination, closed at t's cleanup.
 func (l *Local) Clients() Clients { return l.clients }
 
-func localClient(t testing.TB, url string) *clientv3.Client {
+func localClient(t harness.TB, url string) *clientv3.Client {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatalf("compare: client of %s: %v", url, err)

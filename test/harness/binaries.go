@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -49,7 +48,7 @@ var built struct {
 // Binaries builds etcd, etcdctl, primary and (if present) replica once per
 // test process and returns their paths. A build failure fails every test that
 // asks, not only the first.
-func Binaries(t testing.TB) *Bins {
+func Binaries(t TB) *Bins {
 	t.Helper()
 	built.once.Do(func() { built.bins, built.err = buildAll() })
 	if built.err != nil {
@@ -61,7 +60,7 @@ func Binaries(t testing.TB) *Bins {
 
 // RequireReplica fails the test when there is no replica binary. It fails
 // rather than skips so that a missing command is never mistaken for a pass.
-func (b *Bins) RequireReplica(t testing.TB) {
+func (b *Bins) RequireReplica(t TB) {
 	t.Helper()
 	if b.Replica == "" {
 		t.Fatalf("harness: this test needs the replica binary, but %s does not exist",
@@ -73,7 +72,7 @@ func (b *Bins) RequireReplica(t testing.TB) {
 // the module root such as "./cmd/tool") into the binaries directory and
 // returns the binary's path. It rebuilds on every call; the build cache makes
 // repeated calls cheap.
-func (b *Bins) Build(t testing.TB, pkg string) string {
+func (b *Bins) Build(t TB, pkg string) string {
 	t.Helper()
 	p, err := buildOne(b.root, b.dir, binName(pkg), pkg)
 	if err != nil {
@@ -233,7 +232,7 @@ var etcd36 struct {
 // its path. It cannot be in this module's graph (one etcd release per
 // module), so it is built in a module of its own beside the binaries, with
 // the module proxy's published dependencies.
-func (b *Bins) Etcd36(t testing.TB) string {
+func (b *Bins) Etcd36(t TB) string {
 	t.Helper()
 	etcd36.once.Do(func() { etcd36.path, etcd36.err = buildEtcd36(b.dir) })
 	if etcd36.err != nil {

@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"testing"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -30,7 +29,7 @@ type Certs struct {
 }
 
 // NewCerts writes a fresh CA and certificate into a temp dir.
-func NewCerts(t testing.TB) *Certs {
+func NewCerts(t TB) *Certs {
 	t.Helper()
 	dir := t.TempDir()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -82,7 +81,7 @@ func NewCerts(t testing.TB) *Certs {
 // ClientCert writes a client certificate for common name cn, signed by the
 // CA, and returns its certificate and key files: etcd with
 // --client-cert-auth takes cn as the user name.
-func (c *Certs) ClientCert(t testing.TB, cn string) (cert, key string) {
+func (c *Certs) ClientCert(t TB, cn string) (cert, key string) {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -113,7 +112,7 @@ func (c *Certs) ClientCert(t testing.TB, cn string) (cert, key string) {
 }
 
 // ClientConfig is a TLS client configuration with the certificate.
-func (c *Certs) ClientConfig(t testing.TB) *tls.Config {
+func (c *Certs) ClientConfig(t TB) *tls.Config {
 	t.Helper()
 	cfg, err := transport.TLSInfo{CertFile: c.Cert, KeyFile: c.Key, TrustedCAFile: c.CA}.ClientConfig()
 	if err != nil {

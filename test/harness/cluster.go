@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -119,7 +118,7 @@ type Cluster struct {
 
 // StartCluster starts a new cluster of real etcd and/or primary processes on
 // 127.0.0.1 and waits until every member answers and all agree on a leader.
-func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
+func StartCluster(t TB, cfg ClusterConfig) *Cluster {
 	t.Helper()
 	n := cfg.N
 	if n == 0 {
@@ -214,7 +213,7 @@ func (m *Member) advertiseClientURL() string {
 
 // waitReady waits until every member answers Status and all report the same
 // leader, then records member ids.
-func (c *Cluster) waitReady(t testing.TB) {
+func (c *Cluster) waitReady(t TB) {
 	t.Helper()
 	ids := make([]uint64, len(c.Members))
 	WaitFor(t, readyTimeout, "cluster ready (every member answers Status and reports the same leader)", func() (bool, error) {
@@ -254,7 +253,7 @@ func (c *Cluster) Endpoints() []string {
 }
 
 // Client returns a client for all members, closed at cleanup.
-func (c *Cluster) Client(t testing.TB) *clientv3.Client {
+func (c *Cluster) Client(t TB) *clientv3.Client {
 	t.Helper()
 	cfg := clientv3.Config{
 		Endpoints:   c.Endpoints(),
@@ -276,13 +275,13 @@ func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 
 // Leader waits up to 30 s until the running members agree on a leader that
 // is one of them, and returns it.
-func (c *Cluster) Leader(t testing.TB) *Member {
+func (c *Cluster) Leader(t TB) *Member {
 	t.Helper()
 	return c.WaitLeader(t, leaderTimeout)
 }
 
 // WaitLeader is Leader with a given timeout.
-func (c *Cluster) WaitLeader(t testing.TB, timeout time.Duration) *Member {
+func (c *Cluster) WaitLeader(t TB, timeout time.Duration) *Member {
 	t.Helper()
 	var leader *Member
 	WaitFor(t, timeout, "a leader agreed on by every running member", func() (bool, error) {
@@ -342,7 +341,7 @@ func (c *Cluster) Status(m *Member) (*clientv3.StatusResponse, error) {
 
 // Fill puts n keys through cli, 100 to a transaction from 8 writers; kv(i)
 // names the i-th key and its value.
-func Fill(t testing.TB, cli *clientv3.Client, n int, kv func(i int) (key, value string)) {
+func Fill(t TB, cli *clientv3.Client, n int, kv func(i int) (key, value string)) {
 	t.Helper()
 	const perTxn, writers = 100, 8
 	var wg sync.WaitGroup

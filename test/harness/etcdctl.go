@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -18,7 +17,7 @@ const etcdctlTimeout = 30 * time.Second
 // Etcdctl runs the real etcdctl against endpoints and returns its stdout.
 // Defaults --dial-timeout 5s and --command-timeout 10s come before args, so
 // args can override them. The error carries stderr.
-func Etcdctl(t testing.TB, bins *Bins, endpoints []string, args ...string) (string, error) {
+func Etcdctl(t TB, bins *Bins, endpoints []string, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), etcdctlTimeout)
 	defer cancel()
@@ -37,7 +36,7 @@ func Etcdctl(t testing.TB, bins *Bins, endpoints []string, args ...string) (stri
 
 // MustEtcdctl is Etcdctl that fails the test, with etcdctl's whole output,
 // when etcdctl fails.
-func MustEtcdctl(t testing.TB, bins *Bins, endpoints []string, args ...string) string {
+func MustEtcdctl(t TB, bins *Bins, endpoints []string, args ...string) string {
 	t.Helper()
 	out, err := Etcdctl(t, bins, endpoints, args...)
 	if err != nil {
@@ -49,7 +48,7 @@ func MustEtcdctl(t testing.TB, bins *Bins, endpoints []string, args ...string) s
 // EtcdctlCmd returns an etcdctl command, not started, for long-running ones
 // such as watch whose output a test reads as it comes. It is killed at
 // cleanup if still running.
-func EtcdctlCmd(t testing.TB, bins *Bins, endpoints []string, args ...string) *exec.Cmd {
+func EtcdctlCmd(t TB, bins *Bins, endpoints []string, args ...string) *exec.Cmd {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

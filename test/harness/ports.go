@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 )
 
 // handedOut remembers every port given to a test in this process: a port
@@ -21,7 +20,7 @@ var handedOut struct {
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and
 // that no other call in this test process has returned.
-func FreePort(t testing.TB) int {
+func FreePort(t TB) int {
 	t.Helper()
 	for range 100 {
 		port, err := probe()
@@ -40,7 +39,7 @@ func FreePort(t testing.TB) int {
 // free a moment ago and none was handed out before, for programs that take a
 // base port and count up from it. The run is taken below the kernel's
 // ephemeral range so that outgoing connections do not land in it.
-func FreePortRun(t testing.TB, n int) int {
+func FreePortRun(t TB, n int) int {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("harness: free port run of %d ports", n)

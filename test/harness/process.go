@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -62,7 +61,7 @@ type run struct {
 // test temp dir, in a process group of its own so that Kill also reaches
 // anything it started. At cleanup it is killed if still running, and if the
 // test failed the end of its log is printed.
-func Start(t testing.TB, cfg ProcConfig) *Proc {
+func Start(t TB, cfg ProcConfig) *Proc {
 	t.Helper()
 	if cfg.Name == "" {
 		cfg.Name = filepath.Base(cfg.Bin)
@@ -188,7 +187,7 @@ func (p *Proc) Stop() {
 
 // Restart starts the process again with the same configuration, appending
 // to the same log. A process still running is killed first.
-func (p *Proc) Restart(t testing.TB) {
+func (p *Proc) Restart(t TB) {
 	t.Helper()
 	p.Kill()
 	if err := p.start(); err != nil {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -52,7 +51,7 @@ type Proxy struct {
 }
 
 // NewProxy starts a proxy to target ("host:port"), closed at cleanup.
-func NewProxy(t testing.TB, target string) *Proxy {
+func NewProxy(t TB, target string) *Proxy {
 	t.Helper()
 	ln, err := ListenReserved()
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -33,7 +32,7 @@ type Replica struct {
 
 // StartReplica starts a replica that joins c, and unless cfg.NoWait waits
 // until it serves.
-func StartReplica(t testing.TB, c *Cluster, cfg ReplicaConfig) *Replica {
+func StartReplica(t TB, c *Cluster, cfg ReplicaConfig) *Replica {
 	t.Helper()
 	c.Bins.RequireReplica(t)
 	url := URL
@@ -72,7 +71,7 @@ func StartReplica(t testing.TB, c *Cluster, cfg ReplicaConfig) *Replica {
 }
 
 // WaitServing waits until the replica's front serves.
-func (r *Replica) WaitServing(t testing.TB, timeout time.Duration) {
+func (r *Replica) WaitServing(t TB, timeout time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -86,7 +85,7 @@ func (r *Replica) WaitServing(t testing.TB, timeout time.Duration) {
 // through the voters' peer proxies (ClusterConfig.PeerProxies), which drop
 // r's traffic; the ones the voters open reach r through its own proxy
 // (ReplicaConfig.PeerProxy), blackholed. HealPeerLinks undoes it.
-func (r *Replica) CutPeerLinks(t testing.TB, c *Cluster) {
+func (r *Replica) CutPeerLinks(t TB, c *Cluster) {
 	t.Helper()
 	if r.PeerProxy == nil {
 		t.Fatalf("harness: CutPeerLinks needs ReplicaConfig.PeerProxy")
@@ -110,7 +109,7 @@ func (r *Replica) HealPeerLinks(c *Cluster) {
 
 // DelayPeerLinks delays every raft link between r and c's voters by d each
 // way (the same proxies as CutPeerLinks); HealPeerLinks undoes it.
-func (r *Replica) DelayPeerLinks(t testing.TB, c *Cluster, d time.Duration) {
+func (r *Replica) DelayPeerLinks(t TB, c *Cluster, d time.Duration) {
 	t.Helper()
 	if r.PeerProxy == nil {
 		t.Fatalf("harness: DelayPeerLinks needs ReplicaConfig.PeerProxy")

@@ -5,23 +5,23 @@ import (
 	"io"
 	"os"
 	"sync"
-	"testing"
 )
 
-// Runner lets a program outside `go test` (a command, a benchmark) use the
-// harness, which takes a testing.TB: Fatal ends the call made through Do
-// with an error, Cleanup functions run at Finish, last first, and TempDir
-// directories are removed then.
+// Runner is the TB of a program outside `go test` (a command, a
+// benchmark): Fatal ends the call made through Do with an error, Cleanup
+// functions run at Finish, last first, and TempDir directories are
+// removed then.
 type Runner struct {
-	testing.TB // never called: completes the interface
-	name       string
-	log        io.Writer
+	name string
+	log  io.Writer
 
 	mu       sync.Mutex
 	cleanups []func()
 	failed   bool
 	dirs     []string
 }
+
+var _ TB = (*Runner)(nil)
 
 // runnerFatal is the panic value by which Fatal unwinds to Do.
 type runnerFatal struct{ msg string }

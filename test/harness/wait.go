@@ -1,14 +1,13 @@
 package harness
 
 import (
-	"testing"
 	"time"
 )
 
 // WaitFor polls cond until it returns true or timeout passes; then it fails
 // the test, naming what was awaited and the last error. Polling a condition
 // with a deadline is how tests here wait: never a fixed sleep.
-func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
+func WaitFor(t TB, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(25 * time.Millisecond)
