@@ -98,6 +98,11 @@ type Replica struct {
 	// must never be below a voter's: 0 takes the largest quota any voter
 	// reports, and a value below that is refused at start.
 	QuotaBackendBytes int64
+	// QuotaCheckInterval is how often the voters' quotas are asked again: a
+	// learner whose quota a voter's has passed since it started stops
+	// (started again, it takes the voters' quota); a promoted member only
+	// reports it.
+	QuotaCheckInterval time.Duration
 	// MaxRequestBytes, MaxTxnOps and MaxConcurrentStreams limit the front's
 	// clients, as etcd's flags of the same names limit a voter's.
 	MaxRequestBytes      uint
@@ -193,6 +198,7 @@ func DefaultReplica() Replica {
 		GRPCKeepAliveTimeout:        embed.DefaultGRPCKeepAliveTimeout,
 		WatchProgressNotifyInterval: 10 * time.Minute, // etcd's
 		ReadyMaxLag:                 1000,
+		QuotaCheckInterval:          30 * time.Second,
 	}
 }
 
@@ -231,6 +237,7 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.StringVar(&cfg.User, "user", cfg.User, "User name[:password] the replica's own client logs in with, on an auth-enabled cluster (as etcdctl's --user).")
 	fs.StringVar(&cfg.Password, "password", cfg.Password, "Password for --user; prefer UNDERSTUDY_PASSWORD or the config file, which keep it out of `ps`.")
 	fs.Int64Var(&cfg.QuotaBackendBytes, "quota-backend-bytes", cfg.QuotaBackendBytes, "Backend quota in bytes, as etcd's. A member over its quota stops writes cluster-wide (NOSPACE), so 0 takes the largest quota any voter reports and a smaller value is refused.")
+	fs.DurationVar(&cfg.QuotaCheckInterval, "quota-check-interval", cfg.QuotaCheckInterval, "How often the voters' quotas are asked again. A learner whose quota a voter's has passed since it started stops, so that it never raises NOSPACE for the cluster (started again, it takes the voters' quota); a promoted member only reports it.")
 	fs.UintVar(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "Maximum client request size in bytes the replica accepts, as etcd's.")
 	fs.UintVar(&cfg.MaxTxnOps, "max-txn-ops", cfg.MaxTxnOps, "Maximum number of operations in a transaction, as etcd's.")
 	fs.Func("max-concurrent-streams", fmt.Sprintf("Maximum concurrent streams each client can open at a time, as etcd's (default %d).", cfg.MaxConcurrentStreams), func(v string) error {
@@ -348,6 +355,9 @@ func (c Replica) Validate() error {
 	}
 	if c.QuotaBackendBytes < 0 {
 		add("--quota-backend-bytes %d: must be 0 (the voters' largest) or more", c.QuotaBackendBytes)
+	}
+	if c.QuotaCheckInterval <= 0 {
+		add("--quota-check-interval %v: must be more than 0 (default 30s)", c.QuotaCheckInterval)
 	}
 	if c.MaxRequestBytes == 0 {
 		add("--max-request-bytes 0: must be more than 0")

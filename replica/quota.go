@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/storage"
 	"go.uber.org/zap"
@@ -101,4 +102,65 @@ func backendQuota(ctx context.Context, lg *zap.Logger, cli *clientv3.Client, exp
 		lg.Info("backend quota", zap.Int64("quota-backend-bytes", quota), zap.Any("voters", voters))
 	}
 	return quota, nil
+}
+
+// quotaGuard asks the voters for their quotas again every interval, as
+// long as the replica runs. A voter restarted with a larger
+// --quota-backend-bytes leaves this member's quota below it, and the
+// first member over its own quota stops writes cluster-wide (NOSPACE). A
+// learner then stops: it counts for no quorum, and started again it takes
+// the voters' quota (or refuses a --quota-backend-bytes below it). A
+// promoted member is a voter like the others and stays; it reports the
+// gap (log and metric), as it would any voter's smaller quota.
+type quotaGuard struct {
+	lg        *zap.Logger
+	cli       *clientv3.Client
+	quota     int64
+	every     time.Duration
+	isLearner func() bool
+	below     prometheus.Gauge
+}
+
+func newQuotaGuard(lg *zap.Logger, cli *clientv3.Client, quota int64, every time.Duration, isLearner func() bool, reg prometheus.Registerer) *quotaGuard {
+	q := &quotaGuard{lg: lg, cli: cli, quota: quota, every: every, isLearner: isLearner,
+		below: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "quota_below_voters",
+			Help: "1 while this member's backend quota is below a voter's (a learner stops then; see --quota-check-interval), else 0."})}
+	if reg != nil {
+		reg.MustRegister(q.below)
+	}
+	return q
+}
+
+// run checks every interval until ctx ends, or returns why a learner must
+// stop.
+func (q *quotaGuard) run(ctx context.Context) error {
+	t := time.NewTicker(q.every)
+	defer t.Stop()
+	wasBelow := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		voters, err := voterQuotas(ctx, q.cli)
+		if err != nil {
+			q.lg.Debug("could not ask the voters for their backend quota", zap.Error(err))
+			continue
+		}
+		_, below := decideQuota(q.quota, voters)
+		if below == nil {
+			q.below.Set(0)
+			wasBelow = false
+			continue
+		}
+		q.below.Set(1)
+		if q.isLearner() {
+			return fmt.Errorf("replica: a voter's backend quota is now above this learner's %d, and the first member over its own quota stops the cluster's writes: stopping; start it again to take the voters' quota: %w", q.quota, below)
+		}
+		if !wasBelow {
+			q.lg.Error("this member's backend quota is now below a voter's; as a voter it stays, but the first member over its own quota stops writes cluster-wide: restart it with at least the voters' quota", zap.Int64("quota-backend-bytes", q.quota), zap.Any("voters", voters), zap.Error(below))
+		}
+		wasBelow = true
+	}
 }

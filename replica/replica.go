@@ -170,6 +170,8 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 			return ErrStopped
 		}
 	})
+	quota := newQuotaGuard(lg.Named("quota"), cli, cfg.QuotaBackendBytes, cfg.QuotaCheckInterval, m.Server.IsLearner, opts.Registerer)
+	g.Go(func() error { return quota.run(gctx) })
 	if cfg.Promotion.Role != promotion.RoleReader {
 		lg.Info("promotion policy", zap.String("role", string(cfg.Promotion.Role)), zap.Uint64("promote-max-lag", cfg.Promotion.MaxLag),
 			zap.Duration("promote-hold", cfg.Promotion.Hold), zap.Duration("failover-after", cfg.Promotion.FailoverAfter))

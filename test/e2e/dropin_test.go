@@ -115,6 +115,63 @@ func TestReplicaQuotaFollowsTheVoters(t *testing.T) {
 	}
 }
 
+// A voter restarted with a larger quota leaves a running replica's quota
+// below it: the learner stops (with an error naming the voter and its
+// quota) before it can pass its own quota and stop the cluster's writes,
+// and started again it takes the voters' new quota.
+func TestReplicaStopsWhenAVoterQuotaPassesIt(t *testing.T) {
+	const quota, raised = 64 << 20, 128 << 20
+	bins := harness.Binaries(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, ExtraArgs: []string{"--quota-backend-bytes", strconv.Itoa(quota)}})
+	r := startReplica(t, bins, c, "r1", replicaOpts{Extra: []string{"--quota-check-interval", "500ms"}})
+	if got := replicaQuota(t, r.ClientURL); got != quota {
+		t.Fatalf("replica quota %d, want the voters' %d", got, quota)
+	}
+
+	v := c.Members[0]
+	args := v.Proc.Args()
+	for i := range args[:len(args)-1] {
+		if args[i] == "--quota-backend-bytes" {
+			args[i+1] = strconv.Itoa(raised)
+		}
+	}
+	v.Proc.RestartWithArgs(t, args)
+	harness.WaitFor(t, time.Minute, "voter "+v.Name+" reports the raised quota", func() (bool, error) {
+		st, err := c.Status(v)
+		return err == nil && st.DbSizeQuota == raised, err
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if code, err := r.Wait(ctx); err != nil || code == 0 {
+		t.Fatalf("replica after voter %s's quota passed its own: exit %d, %v; want it stopped with an error", v.Name, code, err)
+	}
+	log := r.Log()
+	if !strings.Contains(log, "voter "+v.Name+"'s "+strconv.Itoa(raised)) || !strings.Contains(log, "start it again") {
+		t.Fatalf("the replica's stop does not name voter %s's quota %d and what to do:\n%s", v.Name, raised, harnessTail(log))
+	}
+	// Nothing else changed: the learner is still a member, and writes go on.
+	if _, err := client(t, c.Endpoints()...).Put(ctx, "after", "x"); err != nil {
+		t.Fatalf("write after the replica stopped: %v", err)
+	}
+	r.Restart(t)
+	r.WaitServing(t, 2*time.Minute)
+	if got := replicaQuota(t, r.ClientURL); got != raised {
+		t.Fatalf("replica started again: quota %d, want voter %s's %d", got, v.Name, raised)
+	}
+}
+
+// replicaQuota is the backend quota the replica at url reports in Status.
+func replicaQuota(t *testing.T, url string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := client(t, url).Status(ctx, url)
+	if err != nil {
+		t.Fatalf("status of %s: %v", url, err)
+	}
+	return st.DbSizeQuota
+}
+
 // With --client-cert-auth, a client's certificate CN is its user, through
 // the replica as through a voter; an anonymous client cannot defragment.
 func TestReplicaCertificateCNIsTheUser(t *testing.T) {

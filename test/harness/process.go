@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -194,6 +195,20 @@ func (p *Proc) Restart(t TB) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// RestartWithArgs is Restart with args in place of the process's
+// arguments, for this start and the later ones.
+func (p *Proc) RestartWithArgs(t TB, args []string) {
+	t.Helper()
+	p.Kill()
+	p.cfg.Args = slices.Clone(args)
+	if err := p.start(); err != nil {
+		t.Fatalf("%v", err)
+	}
+}
+
+// Args returns a copy of the process's arguments.
+func (p *Proc) Args() []string { return slices.Clone(p.cfg.Args) }
 
 // Wait waits for the latest start to exit and returns its exit code, -1 if
 // a signal ended it. It returns an error only if ctx ends first.
