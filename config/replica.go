@@ -99,9 +99,9 @@ type Replica struct {
 	// reports, and a value below that is refused at start.
 	QuotaBackendBytes int64
 	// QuotaCheckInterval is how often the voters' quotas are asked again: a
-	// learner whose quota a voter's has passed since it started stops
-	// (started again, it takes the voters' quota); a promoted member only
-	// reports it.
+	// learner whose quota every voter's has passed since it started (its
+	// database would then stop the cluster's writes first) stops, and
+	// started again it takes the voters' quota; a voter only reports it.
 	QuotaCheckInterval time.Duration
 	// MaxRequestBytes, MaxTxnOps and MaxConcurrentStreams limit the front's
 	// clients, as etcd's flags of the same names limit a voter's.
@@ -237,7 +237,7 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.StringVar(&cfg.User, "user", cfg.User, "User name[:password] the replica's own client logs in with, on an auth-enabled cluster (as etcdctl's --user).")
 	fs.StringVar(&cfg.Password, "password", cfg.Password, "Password for --user; prefer UNDERSTUDY_PASSWORD or the config file, which keep it out of `ps`.")
 	fs.Int64Var(&cfg.QuotaBackendBytes, "quota-backend-bytes", cfg.QuotaBackendBytes, "Backend quota in bytes, as etcd's. A member over its quota stops writes cluster-wide (NOSPACE), so 0 takes the largest quota any voter reports and a smaller value is refused.")
-	fs.DurationVar(&cfg.QuotaCheckInterval, "quota-check-interval", cfg.QuotaCheckInterval, "How often the voters' quotas are asked again. A learner whose quota a voter's has passed since it started stops, so that it never raises NOSPACE for the cluster (started again, it takes the voters' quota); a promoted member only reports it.")
+	fs.DurationVar(&cfg.QuotaCheckInterval, "quota-check-interval", cfg.QuotaCheckInterval, "How often the voters' backend quotas are asked again. Once every voter's is above this learner's, its database would stop the cluster's writes first (NOSPACE), so it stops (started again, it takes the voters' quota); a promoted replica only reports it.")
 	fs.UintVar(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "Maximum client request size in bytes the replica accepts, as etcd's.")
 	fs.UintVar(&cfg.MaxTxnOps, "max-txn-ops", cfg.MaxTxnOps, "Maximum number of operations in a transaction, as etcd's.")
 	fs.Func("max-concurrent-streams", fmt.Sprintf("Maximum concurrent streams each client can open at a time, as etcd's (default %d).", cfg.MaxConcurrentStreams), func(v string) error {

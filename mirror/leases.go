@@ -208,6 +208,22 @@ func (l *leases) takeLost() []int64 {
 	return out
 }
 
+// loseAgain reports srcs lost again: their restore did not complete.
+func (l *leases) loseAgain(srcs []int64) {
+	if len(srcs) == 0 {
+		return
+	}
+	l.mu.Lock()
+	for _, s := range srcs {
+		l.mu.lost[s] = true
+	}
+	l.mu.Unlock()
+	select {
+	case l.lostc <- struct{}{}:
+	default:
+	}
+}
+
 // watchSource lists the source's live leases once a second and revokes
 // the destination leases of those that ended, until ctx ends.
 func (l *leases) watchSource(ctx context.Context) {

@@ -2,7 +2,9 @@ package mirror
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -20,22 +22,38 @@ func (mr *mirror) checkLeases(ctx context.Context) error {
 	if mr.leases == nil {
 		return nil
 	}
-	mr.leases.takeLost() // all of them are among the unmapped
+	// Lost leases that a change of one of their keys mapped again are not
+	// among the unmapped, and their other keys are still missing.
+	lost := mr.leases.takeLost()
 	srcs, err := mr.leases.unmapped(ctx)
 	if err != nil {
+		mr.leases.loseAgain(lost)
 		return err
+	}
+	for _, s := range lost {
+		if !slices.Contains(srcs, s) {
+			srcs = append(srcs, s)
+		}
 	}
 	return mr.restore(ctx, srcs)
 }
 
-// restore writes the keys of source leases under the prefix again, with
-// their values now, on new destination leases. It runs in the loop that
-// applies the watch, after everything applied so far, so a value it reads
-// is never older than what is applied; later changes follow by the watch.
-func (mr *mirror) restore(ctx context.Context, srcs []int64) error {
+// restore writes the keys of source leases under the prefix again, on new
+// destination leases, with their values at the checkpoint's revision: it
+// runs in the loop that applies the watch, between passes, and the watch
+// brings what changed after the checkpoint, in order, so no key goes back
+// to an older value. (If the source has compacted that revision, the
+// values now: the ones in the watch's backlog then go back and forth once
+// before they settle.) Leases it could not restore stay lost.
+func (mr *mirror) restore(ctx context.Context, srcs []int64) (err error) {
 	if len(srcs) == 0 {
 		return nil
 	}
+	defer func() {
+		if err != nil {
+			mr.leases.loseAgain(srcs)
+		}
+	}()
 	keys, keyless, err := mr.leaseKeys(ctx, srcs)
 	if err != nil {
 		return err
@@ -44,7 +62,14 @@ func (mr *mirror) restore(ctx context.Context, srcs []int64) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	kvs, err := mr.readKeys(ctx, keys)
+	var rev int64
+	if mr.cp != nil && mr.cp.Phase == PhaseStream {
+		rev = mr.cp.Revision
+	}
+	kvs, err := mr.readKeys(ctx, keys, rev)
+	if errors.Is(err, errCompacted) {
+		kvs, err = mr.readKeys(ctx, keys, 0)
+	}
 	if err != nil {
 		return err
 	}
@@ -101,8 +126,9 @@ func (mr *mirror) leaseKeys(ctx context.Context, srcs []int64) ([]string, []int6
 	return keys, keyless, g.Wait()
 }
 
-// readKeys reads keys from the source now; keys gone are left out.
-func (mr *mirror) readKeys(ctx context.Context, keys []string) ([]*mvccpb.KeyValue, error) {
+// readKeys reads keys from the source at rev (0: now); keys that do not
+// exist then are left out.
+func (mr *mirror) readKeys(ctx context.Context, keys []string, rev int64) ([]*mvccpb.KeyValue, error) {
 	var (
 		mu  sync.Mutex
 		kvs []*mvccpb.KeyValue
@@ -111,7 +137,7 @@ func (mr *mirror) readKeys(ctx context.Context, keys []string) ([]*mvccpb.KeyVal
 	g.SetLimit(leaseWorkers)
 	for _, k := range keys {
 		g.Go(func() error {
-			resp, err := mr.get(gctx, mr.cfg.Source, k)
+			resp, err := mr.get(gctx, mr.cfg.Source, k, clientv3.WithRev(rev))
 			if err != nil {
 				return sourceErr(err)
 			}

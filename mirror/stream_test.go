@@ -18,10 +18,10 @@ func TestSourceWatchQueuesInOrderThenEnds(t *testing.T) {
 	var got []int64
 	for rev := int64(1); rev <= 300; rev++ {
 		ch <- clientv3.WatchResponse{Header: &pb.ResponseHeader{Revision: rev}}
-		if rev%100 == 0 { // now and then a consumer takes what is there
-			out, err := w.take(1000)
-			if err != nil {
-				t.Fatalf("take after revision %d: %v", rev, err)
+		if rev%100 == 0 { // now and then a consumer takes some of what is there
+			out, err := w.take(40)
+			if err != nil || len(out) != 40 {
+				t.Fatalf("take(40) after revision %d: %d responses, %v; want 40 and no error", rev, len(out), err)
 			}
 			for _, r := range out {
 				got = append(got, r.Header.Revision)
@@ -33,20 +33,26 @@ func TestSourceWatchQueuesInOrderThenEnds(t *testing.T) {
 	if w.poll() == nil {
 		t.Fatal("poll after the watch closed: nil, want the watch's end")
 	}
-	// What is left comes a few at a time; the end only with the last.
+	// What is left comes at most 7 at a time; the end only with the last.
 	for {
 		out, err := w.take(7)
+		if len(out) > 7 {
+			t.Fatalf("take(7) returned %d responses", len(out))
+		}
 		for _, r := range out {
 			got = append(got, r.Header.Revision)
 		}
-		if len(out) == 7 && err != nil {
-			t.Fatalf("the watch's end reported with %d responses still queued", len(got))
-		}
-		if len(out) < 7 {
-			if err == nil {
-				t.Fatal("the last take after the watch closed: no error, want the watch's end")
+		w.mu.Lock()
+		left := len(w.pending)
+		w.mu.Unlock()
+		if err != nil {
+			if left != 0 {
+				t.Fatalf("the watch's end reported with %d responses still queued", left)
 			}
 			break
+		}
+		if len(out) == 0 {
+			t.Fatal("nothing left and no error after the watch closed, want the watch's end")
 		}
 	}
 	if len(got) != 300 {

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/dustin/go-humanize"
-	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/storage"
 	"go.uber.org/zap"
@@ -18,25 +19,47 @@ import (
 // ErrQuotaBelowVoters means --quota-backend-bytes is below a voter's quota.
 var ErrQuotaBelowVoters = errors.New("replica: --quota-backend-bytes is below a voter's quota; any member over its own quota raises a NOSPACE alarm that stops writes cluster-wide, so a replica's quota must be at least the voters'")
 
+// noQuota is a disabled quota (etcd's negative --quota-backend-bytes).
+const noQuota = -1
+
+// limit is the database size a quota lets a member reach: a disabled
+// quota is never passed.
+func limit(q int64) int64 {
+	if q < 0 {
+		return math.MaxInt64
+	}
+	return q
+}
+
+// quotaText writes a quota for people.
+func quotaText(q int64) string {
+	if q < 0 {
+		return "none (disabled)"
+	}
+	return fmt.Sprintf("%d (%s)", q, humanize.IBytes(uint64(q)))
+}
+
 // voterQuotas asks every voter for its backend quota (StatusResponse's
-// DbSizeQuota, which is etcd's effective quota), by member name. Voters that
-// do not answer within a few seconds are left out.
-func voterQuotas(ctx context.Context, cli *clientv3.Client) (map[string]int64, error) {
+// DbSizeQuota: etcd's default when none was given, negative when
+// disabled), by member name, and tells whether the member named self is
+// a voter. Voters that do not answer within a few seconds are left out.
+func voterQuotas(ctx context.Context, cli *clientv3.Client, self string) (quotas map[string]int64, selfVoter bool, err error) {
 	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ml, err := cli.MemberList(mctx)
 	if err != nil {
-		return nil, fmt.Errorf("member list: %w", err)
+		return nil, false, fmt.Errorf("member list: %w", err)
 	}
 	var (
-		mu     sync.Mutex
-		quotas = map[string]int64{}
-		wg     sync.WaitGroup
+		mu sync.Mutex
+		wg sync.WaitGroup
 	)
+	quotas = map[string]int64{}
 	for _, mem := range ml.Members {
 		if mem.IsLearner || len(mem.ClientURLs) == 0 {
 			continue
 		}
+		selfVoter = selfVoter || mem.Name == self
 		wg.Go(func() {
 			for _, u := range mem.ClientURLs {
 				sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -52,46 +75,60 @@ func voterQuotas(ctx context.Context, cli *clientv3.Client) (map[string]int64, e
 		})
 	}
 	wg.Wait()
-	return quotas, nil
+	return quotas, selfVoter, nil
 }
 
-// decideQuota is the replica's quota: explicit if given (never below any
-// voter's), else the largest voter's; with no voter's known, explicit or
-// etcd's largest suggested quota — a replica's quota above the voters' is
-// harmless, below them is not.
-func decideQuota(explicit int64, voters map[string]int64) (quota int64, err error) {
-	var largest int64
-	var who string
-	names := make([]string, 0, len(voters))
-	for n := range voters {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		if voters[n] > largest {
-			largest, who = voters[n], n
+// largestVoter is the voter whose quota lets its database grow the most.
+func largestVoter(voters map[string]int64) (name string, quota int64) {
+	for _, n := range slices.Sorted(maps.Keys(voters)) {
+		if name == "" || limit(voters[n]) > limit(quota) {
+			name, quota = n, voters[n]
 		}
 	}
+	return name, quota
+}
+
+// decideQuota is the replica's quota at start: explicit if given (never
+// below any voter's), else the largest voter's (disabled if a voter's is);
+// with no voter's known, explicit or etcd's largest suggested quota — a
+// replica's quota above the voters' is harmless, below them is not.
+func decideQuota(explicit int64, voters map[string]int64) (quota int64, err error) {
+	who, largest := largestVoter(voters)
 	switch {
-	case explicit > 0 && explicit < largest:
-		return 0, fmt.Errorf("%w: %d (%s) is below voter %s's %d (%s); give at least %d, or leave the flag out to take the voters'",
-			ErrQuotaBelowVoters, explicit, humanize.IBytes(uint64(explicit)), who, largest, humanize.IBytes(uint64(largest)), largest)
+	case who != "" && explicit > 0 && explicit < limit(largest):
+		hint := fmt.Sprintf("give at least %d", largest)
+		if largest < 0 {
+			hint = "a voter without a quota needs a replica without one"
+		}
+		return 0, fmt.Errorf("%w: %s is below voter %s's %s; %s, or leave the flag out to take the voters'",
+			ErrQuotaBelowVoters, quotaText(explicit), who, quotaText(largest), hint)
 	case explicit > 0:
 		return explicit, nil
-	case largest > 0:
+	case who != "" && largest < 0:
+		return noQuota, nil
+	case who != "" && largest > 0:
 		return largest, nil
 	default:
 		return storage.MaxQuotaBytes, nil
 	}
 }
 
-// backendQuota asks the voters and decides.
-func backendQuota(ctx context.Context, lg *zap.Logger, cli *clientv3.Client, explicit int64) (int64, error) {
-	voters, err := voterQuotas(ctx, cli)
+// backendQuota asks the voters and decides. A member that is a voter
+// already (a promoted replica, started again) is never refused: a voter
+// that does not start costs the cluster a voter, so it takes the voters'
+// largest quota instead of a smaller --quota-backend-bytes, and says so.
+func backendQuota(ctx context.Context, lg *zap.Logger, cli *clientv3.Client, name string, restart bool, explicit int64) (int64, error) {
+	voters, selfVoter, err := voterQuotas(ctx, cli, name)
 	if err != nil {
 		lg.Warn("could not ask the voters for their backend quota", zap.Error(err))
 	}
 	quota, err := decideQuota(explicit, voters)
+	if err != nil && restart && selfVoter {
+		_, largest := largestVoter(voters)
+		lg.Warn("--quota-backend-bytes is below a voter's, but this member is a voter: taking the voters' largest quota rather than refusing to start; raise the flag",
+			zap.Int64("quota-backend-bytes", explicit), zap.Int64("quota", largest), zap.Any("voters", voters))
+		return largest, nil
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -102,65 +139,4 @@ func backendQuota(ctx context.Context, lg *zap.Logger, cli *clientv3.Client, exp
 		lg.Info("backend quota", zap.Int64("quota-backend-bytes", quota), zap.Any("voters", voters))
 	}
 	return quota, nil
-}
-
-// quotaGuard asks the voters for their quotas again every interval, as
-// long as the replica runs. A voter restarted with a larger
-// --quota-backend-bytes leaves this member's quota below it, and the
-// first member over its own quota stops writes cluster-wide (NOSPACE). A
-// learner then stops: it counts for no quorum, and started again it takes
-// the voters' quota (or refuses a --quota-backend-bytes below it). A
-// promoted member is a voter like the others and stays; it reports the
-// gap (log and metric), as it would any voter's smaller quota.
-type quotaGuard struct {
-	lg        *zap.Logger
-	cli       *clientv3.Client
-	quota     int64
-	every     time.Duration
-	isLearner func() bool
-	below     prometheus.Gauge
-}
-
-func newQuotaGuard(lg *zap.Logger, cli *clientv3.Client, quota int64, every time.Duration, isLearner func() bool, reg prometheus.Registerer) *quotaGuard {
-	q := &quotaGuard{lg: lg, cli: cli, quota: quota, every: every, isLearner: isLearner,
-		below: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "quota_below_voters",
-			Help: "1 while this member's backend quota is below a voter's (a learner stops then; see --quota-check-interval), else 0."})}
-	if reg != nil {
-		reg.MustRegister(q.below)
-	}
-	return q
-}
-
-// run checks every interval until ctx ends, or returns why a learner must
-// stop.
-func (q *quotaGuard) run(ctx context.Context) error {
-	t := time.NewTicker(q.every)
-	defer t.Stop()
-	wasBelow := false
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		voters, err := voterQuotas(ctx, q.cli)
-		if err != nil {
-			q.lg.Debug("could not ask the voters for their backend quota", zap.Error(err))
-			continue
-		}
-		_, below := decideQuota(q.quota, voters)
-		if below == nil {
-			q.below.Set(0)
-			wasBelow = false
-			continue
-		}
-		q.below.Set(1)
-		if q.isLearner() {
-			return fmt.Errorf("replica: a voter's backend quota is now above this learner's %d, and the first member over its own quota stops the cluster's writes: stopping; start it again to take the voters' quota: %w", q.quota, below)
-		}
-		if !wasBelow {
-			q.lg.Error("this member's backend quota is now below a voter's; as a voter it stays, but the first member over its own quota stops writes cluster-wide: restart it with at least the voters' quota", zap.Int64("quota-backend-bytes", q.quota), zap.Any("voters", voters), zap.Error(below))
-		}
-		wasBelow = true
-	}
 }

@@ -1,10 +1,14 @@
 package replica
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/server/v3/storage"
 )
 
@@ -24,6 +28,8 @@ func TestDecideQuotaNeverBelowAVoter(t *testing.T) {
 		{name: "explicit below is refused, naming the voter", explicit: 100 * mib, voters: voters, wantErr: "voter b's 134217728"},
 		{name: "no voter answered: explicit", explicit: 100 * mib, want: 100 * mib},
 		{name: "no voter answered: etcd's largest", want: storage.MaxQuotaBytes},
+		{name: "a voter without a quota: none", voters: map[string]int64{"a": 64 * mib, "b": -1}, want: noQuota},
+		{name: "explicit below a voter without a quota is refused", explicit: 1 << 30, voters: map[string]int64{"a": 64 * mib, "b": -1}, wantErr: "voter b's none (disabled)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := decideQuota(tc.explicit, tc.voters)
@@ -38,4 +44,97 @@ func TestDecideQuotaNeverBelowAVoter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The guard's rule: a replica adds a way to NOSPACE only while its quota
+// is below every voter's (the smallest voter's stops the cluster first).
+func TestBelowEveryVoter(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name   string
+		own    int64
+		voters map[string]int64
+		who    string
+		below  bool
+	}{
+		{"equal to the voters", 64 * mib, map[string]int64{"a": 64 * mib, "b": 64 * mib}, "a", false},
+		{"one voter raised: the others still stop first", 64 * mib, map[string]int64{"a": 64 * mib, "b": 128 * mib, "c": 64 * mib}, "a", false},
+		{"every voter raised", 64 * mib, map[string]int64{"a": 128 * mib, "b": 256 * mib, "c": 128 * mib}, "a", true},
+		{"every voter without a quota", 64 * mib, map[string]int64{"a": -1, "b": -1}, "a", true},
+		{"this member without a quota", -1, map[string]int64{"a": 128 * mib}, "a", false},
+		{"one voter without a quota, one raised", 64 * mib, map[string]int64{"a": -1, "b": 128 * mib}, "b", true},
+		{"no voter answered", 64 * mib, nil, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			who, _, below := belowEveryVoter(tc.own, tc.voters)
+			if who != tc.who || below != tc.below {
+				t.Fatalf("belowEveryVoter = %q, %v; want %q, %v", who, below, tc.who, tc.below)
+			}
+		})
+	}
+}
+
+// The gate never lets the guard stop a member whose promotion is under
+// way or in doubt, and no promotion starts once the guard stops.
+func TestPromotionGate(t *testing.T) {
+	learner := func() (bool, error) { return true, nil }
+	t.Run("a refused promotion leaves no doubt", func(t *testing.T) {
+		var g promotionGate
+		if err := g.promote(func() error { return rpctypes.ErrMemberLearnerNotReady }); err == nil {
+			t.Fatal("promote: want the refusal")
+		}
+		if ok, err := g.stop(learner); !ok || err != nil {
+			t.Fatalf("stop after a refused promotion: %v, %v; want true", ok, err)
+		}
+		called := false
+		if err := g.promote(func() error { called = true; return nil }); !errors.Is(err, errStopping) || called {
+			t.Fatalf("promote after stop: %v (called %v); want errStopping, not called", err, called)
+		}
+	})
+	t.Run("a promotion in doubt keeps the member", func(t *testing.T) {
+		var g promotionGate
+		_ = g.promote(func() error { return fmt.Errorf("wrapped: %w", context.DeadlineExceeded) })
+		if ok, err := g.stop(learner); ok || err == nil {
+			t.Fatalf("stop after a promotion in doubt: %v, %v; want false and why", ok, err)
+		}
+	})
+	t.Run("a voter is never stopped", func(t *testing.T) {
+		var g promotionGate
+		if ok, _ := g.stop(func() (bool, error) { return false, nil }); ok {
+			t.Fatal("stop of a voter: true")
+		}
+		if ok, _ := g.stop(func() (bool, error) { return false, errors.New("member list: unavailable") }); ok {
+			t.Fatal("stop when the member list cannot be read: true")
+		}
+		if err := g.promote(func() error { return nil }); err != nil {
+			t.Fatalf("promote after a refused stop: %v", err)
+		}
+	})
+	t.Run("stop waits for a promotion under way", func(t *testing.T) {
+		var g promotionGate
+		inPromote, release := make(chan struct{}), make(chan struct{})
+		go func() {
+			_ = g.promote(func() error { close(inPromote); <-release; return nil })
+		}()
+		<-inPromote
+		stopped := make(chan bool)
+		go func() {
+			ok, _ := g.stop(func() (bool, error) { return false, nil }) // promoted by now
+			stopped <- ok
+		}()
+		select {
+		case <-stopped:
+			t.Fatal("stop decided while a promotion was under way")
+		case <-time.After(50 * time.Millisecond): // gives a wrong stop the chance to show
+		}
+		close(release)
+		select {
+		case ok := <-stopped:
+			if ok {
+				t.Fatal("stop after the promotion: true")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("stop did not return after the promotion")
+		}
+	})
 }

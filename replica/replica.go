@@ -95,7 +95,8 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 	listeners = append(listeners, metricsListeners...)
 	// The quota before the member starts: a replica whose quota is below a
 	// voter's could raise a NOSPACE alarm that stops writes cluster-wide.
-	if cfg.QuotaBackendBytes, err = backendQuota(ctx, lg, cli, cfg.QuotaBackendBytes); err != nil {
+	explicitQuota := cfg.QuotaBackendBytes > 0
+	if cfg.QuotaBackendBytes, err = backendQuota(ctx, lg, cli, cfg.Name, learner.HasData(cfg.DataDir), cfg.QuotaBackendBytes); err != nil {
 		closeAll(listeners)
 		return err
 	}
@@ -139,9 +140,10 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		closeAll(listeners)
 		return err
 	}
+	gate := &promotionGate{}
 	var r *roles
 	if cfg.Promotion.Role != promotion.RoleReader {
-		if r, err = newRoles(lg.Named("role"), cfg, m.Server, front.LastLeaderContact, opts.Registerer); err != nil {
+		if r, err = newRoles(lg.Named("role"), cfg, m.Server, front.LastLeaderContact, gate, opts.Registerer); err != nil {
 			closeAll(listeners)
 			return err
 		}
@@ -170,7 +172,7 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 			return ErrStopped
 		}
 	})
-	quota := newQuotaGuard(lg.Named("quota"), cli, cfg.QuotaBackendBytes, cfg.QuotaCheckInterval, m.Server.IsLearner, opts.Registerer)
+	quota := newQuotaGuard(lg.Named("quota"), cli, cfg.Name, uint64(m.Server.MemberID()), cfg.QuotaBackendBytes, explicitQuota, cfg.QuotaCheckInterval, gate, opts.Registerer)
 	g.Go(func() error { return quota.run(gctx) })
 	if cfg.Promotion.Role != promotion.RoleReader {
 		lg.Info("promotion policy", zap.String("role", string(cfg.Promotion.Role)), zap.Uint64("promote-max-lag", cfg.Promotion.MaxLag),
@@ -178,21 +180,24 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		g.Go(func() error { r.run(gctx); return nil })
 	}
 	err = g.Wait()
-	if err != nil || !cfg.RemoveOnExit || ctx.Err() == nil {
+	// --remove-on-exit: a clean stop takes the member entry and data with
+	// it, and so does the quota guard's stop of a learner (which costs no
+	// quorum), so that a replica without its data dir can join again.
+	if !cfg.RemoveOnExit || (err == nil && ctx.Err() == nil) || (err != nil && !errors.Is(err, errQuotaPassed)) {
 		return err
 	}
-	// --remove-on-exit: a clean stop takes the member entry and data with it.
+	stopErr := err
 	id := uint64(m.Server.MemberID())
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := learner.Remove(rctx, cli.Cluster, id); err != nil {
-		return fmt.Errorf("replica: --remove-on-exit: removing member %x: %w (remove it with `etcdctl member remove %x`)", id, err, id)
+		return errors.Join(stopErr, fmt.Errorf("replica: --remove-on-exit: removing member %x: %w (remove it with `etcdctl member remove %x`)", id, err, id))
 	}
 	closed = true
 	m.Close()
 	if err := os.RemoveAll(cfg.DataDir); err != nil {
-		return fmt.Errorf("replica: --remove-on-exit: member %x removed, but its data dir stays: %w", id, err)
+		return errors.Join(stopErr, fmt.Errorf("replica: --remove-on-exit: member %x removed, but its data dir stays: %w", id, err))
 	}
 	lg.Info("removed this replica's member entry and data dir", zap.String("member-id", fmt.Sprintf("%x", id)))
-	return nil
+	return stopErr
 }

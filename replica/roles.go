@@ -70,11 +70,13 @@ func newRoleMetrics(reg prometheus.Registerer) *roleMetrics {
 // it decides, feeding every outcome back. Its loop is the only code that
 // changes membership.
 type roles struct {
-	lg      *zap.Logger
-	cfg     promotion.Config
-	srv     *etcdserver.EtcdServer
-	cli     *clientv3.Client
-	asOf    func() time.Time
+	lg   *zap.Logger
+	cfg  promotion.Config
+	srv  *etcdserver.EtcdServer
+	cli  *clientv3.Client
+	asOf func() time.Time
+	// gate orders promotions with the quota guard's stop.
+	gate    *promotionGate
 	m       *roleMetrics
 	decider *promotion.Decider
 	// leaderHTTP reads the leader's /debug/vars; peerHTTP probes peer URLs.
@@ -94,7 +96,7 @@ type roles struct {
 // endpoints start as --join plus every voter's client URLs and follow the
 // member list (auto-sync), so a dead voter that was the only --join
 // endpoint does not stop the failover.
-func newRoles(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, asOf func() time.Time, reg prometheus.Registerer) (*roles, error) {
+func newRoles(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, asOf func() time.Time, gate *promotionGate, reg prometheus.Registerer) (*roles, error) {
 	eps := slices.Clone(cfg.Join)
 	for _, m := range srv.Cluster().Members() {
 		if !m.IsLearner {
@@ -119,7 +121,7 @@ func newRoles(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, as
 		return nil, fmt.Errorf("replica: roles: client for %v: %w", eps, err)
 	}
 	return &roles{
-		lg: lg, cfg: cfg.Promotion, srv: srv, cli: cli, asOf: asOf, m: newRoleMetrics(reg),
+		lg: lg, cfg: cfg.Promotion, srv: srv, cli: cli, asOf: asOf, gate: gate, m: newRoleMetrics(reg),
 		decider:    promotion.NewDecider(cfg.Promotion),
 		leaderHTTP: httpClient(cliTLS), peerHTTP: httpClient(peerTLS),
 	}, nil
@@ -209,7 +211,7 @@ func (r *roles) do(ctx context.Context, lg *zap.Logger, o promotion.Observation,
 				return err
 			}
 		}
-		if _, err := r.cli.MemberPromote(ctx, a.Target); err != nil {
+		if err := r.gate.promote(func() error { _, err := r.cli.MemberPromote(ctx, a.Target); return err }); err != nil {
 			r.m.promotions.WithLabelValues(string(r.cfg.Role), "error").Inc()
 			lg.Warn("promotion refused", zap.Error(err))
 			return err

@@ -115,39 +115,59 @@ func TestReplicaQuotaFollowsTheVoters(t *testing.T) {
 	}
 }
 
-// A voter restarted with a larger quota leaves a running replica's quota
-// below it: the learner stops (with an error naming the voter and its
-// quota) before it can pass its own quota and stop the cluster's writes,
-// and started again it takes the voters' new quota.
-func TestReplicaStopsWhenAVoterQuotaPassesIt(t *testing.T) {
+// Voters restarted one at a time with a larger quota: while any voter
+// keeps the old quota, that voter stops the cluster's writes no later than
+// the replica would, and the replica stays. Once every voter's quota is
+// larger, the learner stops (with an error naming the smallest voter's
+// quota and what to do) before it can pass its own quota and stop the
+// cluster's writes; started again, it takes the voters' new quota.
+func TestReplicaStopsWhenEveryVoterQuotaPassesIt(t *testing.T) {
 	const quota, raised = 64 << 20, 128 << 20
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, ExtraArgs: []string{"--quota-backend-bytes", strconv.Itoa(quota)}})
-	r := startReplica(t, bins, c, "r1", replicaOpts{Extra: []string{"--quota-check-interval", "500ms"}})
+	r := startReplica(t, bins, c, "r1", replicaOpts{Extra: []string{"--quota-check-interval", "300ms"}})
 	if got := replicaQuota(t, r.ClientURL); got != quota {
 		t.Fatalf("replica quota %d, want the voters' %d", got, quota)
 	}
-
-	v := c.Members[0]
-	args := v.Proc.Args()
-	for i := range args[:len(args)-1] {
-		if args[i] == "--quota-backend-bytes" {
-			args[i+1] = strconv.Itoa(raised)
+	raise := func(v *harness.Member) {
+		args := v.Proc.Args()
+		for i := range args[:len(args)-1] {
+			if args[i] == "--quota-backend-bytes" {
+				args[i+1] = strconv.Itoa(raised)
+			}
 		}
+		v.Proc.RestartWithArgs(t, args)
+		harness.WaitFor(t, time.Minute, "voter "+v.Name+" reports the raised quota", func() (bool, error) {
+			st, err := c.Status(v)
+			return err == nil && st.DbSizeQuota == raised, err
+		})
 	}
-	v.Proc.RestartWithArgs(t, args)
-	harness.WaitFor(t, time.Minute, "voter "+v.Name+" reports the raised quota", func() (bool, error) {
-		st, err := c.Status(v)
-		return err == nil && st.DbSizeQuota == raised, err
-	})
+	// okChecks is how many checks found the replica's quota in line, as
+	// long as it runs.
+	okChecks := func() float64 {
+		if r.Exited() {
+			t.Fatalf("the replica stopped while a voter keeps the old quota:\n%s", harnessTail(r.Log()))
+		}
+		return metric(t, r.ClientURL, "understudy_replica_quota_checks_total", `outcome="ok"`)
+	}
+	for _, v := range c.Members[:2] {
+		raise(v)
+		// Three checks that saw the raised voter, and the replica stays.
+		after := okChecks()
+		harness.WaitFor(t, 30*time.Second, "three quota checks after "+v.Name+"'s raise", func() (bool, error) {
+			return okChecks() >= after+3, nil
+		})
+	}
+	last := c.Members[2]
+	raise(last)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if code, err := r.Wait(ctx); err != nil || code == 0 {
-		t.Fatalf("replica after voter %s's quota passed its own: exit %d, %v; want it stopped with an error", v.Name, code, err)
+		t.Fatalf("replica after every voter's quota passed its own: exit %d, %v; want it stopped with an error", code, err)
 	}
 	log := r.Log()
-	if !strings.Contains(log, "voter "+v.Name+"'s "+strconv.Itoa(raised)) || !strings.Contains(log, "start it again") {
-		t.Fatalf("the replica's stop does not name voter %s's quota %d and what to do:\n%s", v.Name, raised, harnessTail(log))
+	if !strings.Contains(log, "voter m1's "+strconv.Itoa(raised)) || !strings.Contains(log, "start it again to take the voters' quota") {
+		t.Fatalf("the replica's stop does not name the smallest voter's quota %d and what to do:\n%s", raised, harnessTail(log))
 	}
 	// Nothing else changed: the learner is still a member, and writes go on.
 	if _, err := client(t, c.Endpoints()...).Put(ctx, "after", "x"); err != nil {
@@ -156,7 +176,7 @@ func TestReplicaStopsWhenAVoterQuotaPassesIt(t *testing.T) {
 	r.Restart(t)
 	r.WaitServing(t, 2*time.Minute)
 	if got := replicaQuota(t, r.ClientURL); got != raised {
-		t.Fatalf("replica started again: quota %d, want voter %s's %d", got, v.Name, raised)
+		t.Fatalf("replica started again: quota %d, want the voters' %d", got, raised)
 	}
 }
 

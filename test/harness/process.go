@@ -92,15 +92,16 @@ func (p *Proc) start() error {
 		return fmt.Errorf("harness: start %s: %w", p.cfg.Name, err)
 	}
 	defer f.Close() // the child has its own descriptor
+	args := p.Args()
 	// A marker per start, for whoever reads a log that spans restarts.
-	if _, err := fmt.Fprintf(f, "### harness: starting %s %s\n", p.cfg.Bin, strings.Join(p.cfg.Args, " ")); err != nil {
+	if _, err := fmt.Fprintf(f, "### harness: starting %s %s\n", p.cfg.Bin, strings.Join(args, " ")); err != nil {
 		return fmt.Errorf("harness: start %s: %w", p.cfg.Name, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("harness: start %s: %w", p.cfg.Name, err)
 	}
-	cmd := exec.Command(p.cfg.Bin, p.cfg.Args...)
+	cmd := exec.Command(p.cfg.Bin, args...)
 	// An *os.File, not a pipe: Wait then returns when the process exits,
 	// even if something it started still holds the log open.
 	cmd.Stdout, cmd.Stderr = f, f
@@ -201,14 +202,20 @@ func (p *Proc) Restart(t TB) {
 func (p *Proc) RestartWithArgs(t TB, args []string) {
 	t.Helper()
 	p.Kill()
+	p.mu.Lock()
 	p.cfg.Args = slices.Clone(args)
+	p.mu.Unlock()
 	if err := p.start(); err != nil {
 		t.Fatalf("%v", err)
 	}
 }
 
 // Args returns a copy of the process's arguments.
-func (p *Proc) Args() []string { return slices.Clone(p.cfg.Args) }
+func (p *Proc) Args() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.cfg.Args)
+}
 
 // Wait waits for the latest start to exit and returns its exit code, -1 if
 // a signal ended it. It returns an error only if ctx ends first.

@@ -1,0 +1,198 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// errQuotaPassed ends a learner whose backend quota every voter's has
+// passed since it started.
+var errQuotaPassed = errors.New("replica: every voter's backend quota is now above this learner's")
+
+// smallestVoter is the voter whose quota stops its database first: the
+// cluster's NOSPACE threshold, as far as the voters go.
+func smallestVoter(voters map[string]int64) (name string, quota int64) {
+	for _, n := range slices.Sorted(maps.Keys(voters)) {
+		if name == "" || limit(voters[n]) < limit(quota) {
+			name, quota = n, voters[n]
+		}
+	}
+	return name, quota
+}
+
+// belowEveryVoter tells whether own would stop this member's database
+// before any voter's stops theirs: only then does this member add a way
+// for the cluster to run out of space. (At start a replica takes the
+// largest voter's quota; while the voters are raised one at a time, the
+// smallest still stops the cluster first.)
+func belowEveryVoter(own int64, voters map[string]int64) (who string, quota int64, below bool) {
+	who, quota = smallestVoter(voters)
+	return who, quota, who != "" && limit(own) < limit(quota)
+}
+
+// promotionGate orders the two things that may end this member's time as
+// a learner: the role loop's promotion of it, and the quota guard's stop.
+// The guard stops the process only while no promotion of this member can
+// be under way or in doubt; once it has decided to stop, no promotion
+// starts. A voter that stops could cost the cluster its quorum; a learner
+// costs it nothing.
+type promotionGate struct {
+	mu       sync.Mutex
+	stopping bool
+	// inDoubt: a promotion ended in an error that does not say it was
+	// refused; its proposal may still commit.
+	inDoubt bool
+}
+
+var errStopping = errors.New("replica: stopping (backend quota below every voter's): no promotion")
+
+// promote calls f, which promotes this member, unless the replica stops.
+func (g *promotionGate) promote(f func() error) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopping {
+		return errStopping
+	}
+	err := f()
+	if err != nil && !refused(err) {
+		g.inDoubt = true
+	}
+	return err
+}
+
+// refused tells whether a MemberPromote error says that nothing changed.
+func refused(err error) bool {
+	for _, e := range []error{rpctypes.ErrGRPCLearnerNotReady, rpctypes.ErrGRPCMemberNotLearner, rpctypes.ErrGRPCMemberNotFound} {
+		if rpctypes.ErrorDesc(err) == rpctypes.ErrorDesc(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// stop decides, with no promotion under way, whether the replica may stop:
+// it may while this member is a learner (learner reads the member list,
+// linearizably) and no promotion of it is in doubt.
+func (g *promotionGate) stop(learner func() (bool, error)) (bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inDoubt {
+		return false, errors.New("a promotion of this member ended in doubt")
+	}
+	ok, err := learner()
+	if err != nil || !ok {
+		return false, err
+	}
+	g.stopping = true
+	return true, nil
+}
+
+// quotaGuard asks the voters for their quotas again every interval, as
+// long as the replica runs. Once every voter's quota is above this
+// member's (voters restarted with a larger --quota-backend-bytes), this
+// member's database would pass its quota first, and one member over its
+// quota stops writes cluster-wide (NOSPACE). A learner then stops: it
+// counts for no quorum, and started again it takes the voters' quota. A
+// member that is a voter, or whose promotion is in doubt, stays and
+// reports the gap (log and metric), as it would any voter's smaller quota.
+type quotaGuard struct {
+	lg       *zap.Logger
+	cli      *clientv3.Client
+	name     string
+	id       uint64
+	quota    int64
+	explicit bool // --quota-backend-bytes was given
+	every    time.Duration
+	gate     *promotionGate
+	below    prometheus.Gauge
+	checks   *prometheus.CounterVec
+}
+
+// quotaBlind is how many checks in a row may learn no voter's quota
+// before the guard warns.
+const quotaBlind = 3
+
+func newQuotaGuard(lg *zap.Logger, cli *clientv3.Client, name string, id uint64, quota int64, explicit bool, every time.Duration, gate *promotionGate, reg prometheus.Registerer) *quotaGuard {
+	q := &quotaGuard{lg: lg, cli: cli, name: name, id: id, quota: quota, explicit: explicit, every: every, gate: gate,
+		below: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "quota_below_voters",
+			Help: "1 while this member's backend quota is below every voter's, so that it would raise NOSPACE for the cluster first (a learner stops then; see --quota-check-interval), else 0."}),
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "replica", Name: "quota_checks_total",
+			Help: "Checks of this member's backend quota against the voters', by outcome: ok, below (every voter's is larger) or blind (no voter told its quota)."}, []string{"outcome"})}
+	if reg != nil {
+		reg.MustRegister(q.below, q.checks)
+	}
+	return q
+}
+
+// run checks every interval until ctx ends, or returns errQuotaPassed
+// once this learner must stop.
+func (q *quotaGuard) run(ctx context.Context) error {
+	t := time.NewTicker(q.every)
+	defer t.Stop()
+	blind, reported := 0, false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		voters, _, err := voterQuotas(ctx, q.cli, q.name)
+		if err != nil || len(voters) == 0 {
+			q.checks.WithLabelValues("blind").Inc()
+			if blind++; blind == quotaBlind {
+				q.lg.Warn("could not learn any voter's backend quota; a voter's larger quota would go unnoticed", zap.Int("checks", blind), zap.Error(err))
+			}
+			continue
+		}
+		blind = 0
+		who, theirs, below := belowEveryVoter(q.quota, voters)
+		if !below {
+			q.checks.WithLabelValues("ok").Inc()
+			q.below.Set(0)
+			reported = false
+			continue
+		}
+		q.checks.WithLabelValues("below").Inc()
+		q.below.Set(1)
+		stop, err := q.gate.stop(func() (bool, error) { return q.isLearner(ctx) })
+		if stop {
+			how := "to take the voters' quota"
+			if q.explicit {
+				how = fmt.Sprintf("with --quota-backend-bytes of at least %d, or without it to take the voters' quota", theirs)
+			}
+			return fmt.Errorf("%w: the smallest is voter %s's %s, this learner's %s; its database would pass its quota first and stop the cluster's writes (NOSPACE), so it stops: start it again %s",
+				errQuotaPassed, who, quotaText(theirs), quotaText(q.quota), how)
+		}
+		if !reported {
+			q.lg.Error("this member's backend quota is below every voter's, so its database would stop the cluster's writes first (NOSPACE); it is not a learner that may stop (or could not tell): restart it with at least the voters' quota",
+				zap.String("smallest-voter", who), zap.Int64("voter-quota", theirs), zap.Int64("quota-backend-bytes", q.quota), zap.NamedError("not-stopping", err))
+			reported = true
+		}
+	}
+}
+
+// isLearner reads, linearizably, whether this member is still a learner.
+func (q *quotaGuard) isLearner(ctx context.Context) (bool, error) {
+	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ml, err := q.cli.MemberList(mctx)
+	if err != nil {
+		return false, fmt.Errorf("member list: %w", err)
+	}
+	for _, m := range ml.Members {
+		if m.ID == q.id {
+			return m.IsLearner, nil
+		}
+	}
+	return false, fmt.Errorf("member %x is not in the member list", q.id)
+}
