@@ -39,12 +39,14 @@ func (mr *mirror) checkLeases(ctx context.Context) error {
 }
 
 // restore writes the keys of source leases under the prefix again, on new
-// destination leases, with their values at the checkpoint's revision: it
-// runs in the loop that applies the watch, between passes, and the watch
-// brings what changed after the checkpoint, in order, so no key goes back
-// to an older value. (If the source has compacted that revision, the
-// values now: the ones in the watch's backlog then go back and forth once
-// before they settle.) Leases it could not restore stay lost.
+// destination leases. It runs in the loop that applies the watch, between
+// passes, and the watch brings what changed after the checkpoint in order,
+// so the values are read at the checkpoint's revision once streaming has
+// applied one (a key then never goes back to an older value). Right after
+// a full sync, whose pages were read at newer revisions, or if the source
+// has compacted that revision, they are read now: a key in the watch's
+// backlog may then go back and forth once before it settles. Leases it
+// could not restore stay lost.
 func (mr *mirror) restore(ctx context.Context, srcs []int64) (err error) {
 	if len(srcs) == 0 {
 		return nil
@@ -63,7 +65,7 @@ func (mr *mirror) restore(ctx context.Context, srcs []int64) (err error) {
 		return nil
 	}
 	var rev int64
-	if mr.cp != nil && mr.cp.Phase == PhaseStream {
+	if mr.cp != nil && mr.cp.Phase == PhaseStream && mr.cp.From > 0 {
 		rev = mr.cp.Revision
 	}
 	kvs, err := mr.readKeys(ctx, keys, rev)

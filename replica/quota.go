@@ -39,16 +39,18 @@ func quotaText(q int64) string {
 	return fmt.Sprintf("%d (%s)", q, humanize.IBytes(uint64(q)))
 }
 
-// voterQuotas asks every voter for its backend quota (StatusResponse's
-// DbSizeQuota: etcd's default when none was given, negative when
-// disabled), by member name, and tells whether the member named self is
-// a voter. Voters that do not answer within a few seconds are left out.
-func voterQuotas(ctx context.Context, cli *clientv3.Client, self string) (quotas map[string]int64, selfVoter bool, err error) {
+// voterQuotas asks every voter but this member (selfID; 0 before it has
+// one) for its backend quota (StatusResponse's DbSizeQuota: etcd's
+// default when none was given, negative when disabled), by member name.
+// It tells how many voters there are besides this member, and whether the
+// member named self is a voter. Voters that do not answer within a few
+// seconds are left out.
+func voterQuotas(ctx context.Context, cli *clientv3.Client, self string, selfID uint64) (quotas map[string]int64, others int, selfVoter bool, err error) {
 	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ml, err := cli.MemberList(mctx)
 	if err != nil {
-		return nil, false, fmt.Errorf("member list: %w", err)
+		return nil, 0, false, fmt.Errorf("member list: %w", err)
 	}
 	var (
 		mu sync.Mutex
@@ -60,6 +62,10 @@ func voterQuotas(ctx context.Context, cli *clientv3.Client, self string) (quotas
 			continue
 		}
 		selfVoter = selfVoter || mem.Name == self
+		if mem.ID == selfID {
+			continue
+		}
+		others++
 		wg.Go(func() {
 			for _, u := range mem.ClientURLs {
 				sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -75,7 +81,7 @@ func voterQuotas(ctx context.Context, cli *clientv3.Client, self string) (quotas
 		})
 	}
 	wg.Wait()
-	return quotas, selfVoter, nil
+	return quotas, others, selfVoter, nil
 }
 
 // largestVoter is the voter whose quota lets its database grow the most.
@@ -118,7 +124,7 @@ func decideQuota(explicit int64, voters map[string]int64) (quota int64, err erro
 // that does not start costs the cluster a voter, so it takes the voters'
 // largest quota instead of a smaller --quota-backend-bytes, and says so.
 func backendQuota(ctx context.Context, lg *zap.Logger, cli *clientv3.Client, name string, restart bool, explicit int64) (int64, error) {
-	voters, selfVoter, err := voterQuotas(ctx, cli, name)
+	voters, _, selfVoter, err := voterQuotas(ctx, cli, name, 0)
 	if err != nil {
 		lg.Warn("could not ask the voters for their backend quota", zap.Error(err))
 	}

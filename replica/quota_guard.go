@@ -49,12 +49,25 @@ func belowEveryVoter(own int64, voters map[string]int64) (who string, quota int6
 type promotionGate struct {
 	mu       sync.Mutex
 	stopping bool
+	// below: the quota guard's last check found this member's quota
+	// below every voter's; a learner is not promoted then.
+	below bool
 	// inDoubt: a promotion ended in an error that does not say it was
 	// refused; its proposal may still commit.
 	inDoubt bool
 }
 
-var errStopping = errors.New("replica: stopping (backend quota below every voter's): no promotion")
+var (
+	errStopping   = errors.New("replica: stopping (backend quota below every voter's): no promotion")
+	errQuotaBelow = errors.New("replica: backend quota below every voter's: no promotion (restart the replica to take the voters' quota)")
+)
+
+// setBelow records the quota guard's last finding.
+func (g *promotionGate) setBelow(below bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.below = below
+}
 
 // promote calls f, which promotes this member, unless the replica stops.
 func (g *promotionGate) promote(f func() error) error {
@@ -62,6 +75,9 @@ func (g *promotionGate) promote(f func() error) error {
 	defer g.mu.Unlock()
 	if g.stopping {
 		return errStopping
+	}
+	if g.below {
+		return errQuotaBelow
 	}
 	err := f()
 	if err != nil && !refused(err) {
@@ -127,7 +143,7 @@ func newQuotaGuard(lg *zap.Logger, cli *clientv3.Client, name string, id uint64,
 		below: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "quota_below_voters",
 			Help: "1 while this member's backend quota is below every voter's, so that it would raise NOSPACE for the cluster first (a learner stops then; see --quota-check-interval), else 0."}),
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "replica", Name: "quota_checks_total",
-			Help: "Checks of this member's backend quota against the voters', by outcome: ok, below (every voter's is larger) or blind (no voter told its quota)."}, []string{"outcome"})}
+			Help: "Checks of this member's backend quota against the voters', by outcome: ok, below (every voter's is larger), partial (every voter that answered has a larger one, but not every voter answered: no stop) or blind (no voter told its quota)."}, []string{"outcome"})}
 	if reg != nil {
 		reg.MustRegister(q.below, q.checks)
 	}
@@ -146,7 +162,7 @@ func (q *quotaGuard) run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		voters, _, err := voterQuotas(ctx, q.cli, q.name)
+		voters, others, _, err := voterQuotas(ctx, q.cli, q.name, q.id)
 		if err != nil || len(voters) == 0 {
 			q.checks.WithLabelValues("blind").Inc()
 			if blind++; blind == quotaBlind {
@@ -159,16 +175,25 @@ func (q *quotaGuard) run(ctx context.Context) error {
 		if !below {
 			q.checks.WithLabelValues("ok").Inc()
 			q.below.Set(0)
+			q.gate.setBelow(false)
 			reported = false
 			continue
 		}
-		q.checks.WithLabelValues("below").Inc()
 		q.below.Set(1)
+		q.gate.setBelow(true)
+		if len(voters) < others {
+			// A voter that did not answer may keep a smaller quota.
+			q.checks.WithLabelValues("partial").Inc()
+			continue
+		}
+		q.checks.WithLabelValues("below").Inc()
 		stop, err := q.gate.stop(func() (bool, error) { return q.isLearner(ctx) })
 		if stop {
 			how := "to take the voters' quota"
-			if q.explicit {
-				how = fmt.Sprintf("with --quota-backend-bytes of at least %d, or without it to take the voters' quota", theirs)
+			if _, largest := largestVoter(voters); q.explicit && largest > 0 {
+				how = fmt.Sprintf("with --quota-backend-bytes of at least %d (the largest voter's), or without it to take the voters' quota", largest)
+			} else if q.explicit {
+				how = "without --quota-backend-bytes: a voter has no quota, so neither may this member"
 			}
 			return fmt.Errorf("%w: the smallest is voter %s's %s, this learner's %s; its database would pass its quota first and stop the cluster's writes (NOSPACE), so it stops: start it again %s",
 				errQuotaPassed, who, quotaText(theirs), quotaText(q.quota), how)

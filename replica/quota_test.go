@@ -91,6 +91,18 @@ func TestPromotionGate(t *testing.T) {
 			t.Fatalf("promote after stop: %v (called %v); want errStopping, not called", err, called)
 		}
 	})
+	t.Run("no promotion while the quota is below every voter's", func(t *testing.T) {
+		var g promotionGate
+		g.setBelow(true)
+		called := false
+		if err := g.promote(func() error { called = true; return nil }); !errors.Is(err, errQuotaBelow) || called {
+			t.Fatalf("promote while below: %v (called %v); want errQuotaBelow, not called", err, called)
+		}
+		g.setBelow(false)
+		if err := g.promote(func() error { called = true; return nil }); err != nil || !called {
+			t.Fatalf("promote once in line again: %v (called %v)", err, called)
+		}
+	})
 	t.Run("a promotion in doubt keeps the member", func(t *testing.T) {
 		var g promotionGate
 		_ = g.promote(func() error { return fmt.Errorf("wrapped: %w", context.DeadlineExceeded) })
