@@ -84,14 +84,18 @@ func voterQuotas(ctx context.Context, cli *clientv3.Client, self string, selfID 
 	return quotas, others, selfVoter, nil
 }
 
-// largestVoter is the voter whose quota lets its database grow the most.
-func largestVoter(voters map[string]int64) (name string, quota int64) {
+// voterBounds names the voters whose quotas stop their databases first
+// (smallest) and last (largest); a disabled quota is never passed.
+func voterBounds(voters map[string]int64) (smallest, largest string) {
 	for _, n := range slices.Sorted(maps.Keys(voters)) {
-		if name == "" || limit(voters[n]) > limit(quota) {
-			name, quota = n, voters[n]
+		if smallest == "" || limit(voters[n]) < limit(voters[smallest]) {
+			smallest = n
+		}
+		if largest == "" || limit(voters[n]) > limit(voters[largest]) {
+			largest = n
 		}
 	}
-	return name, quota
+	return smallest, largest
 }
 
 // decideQuota is the replica's quota at start: explicit if given (never
@@ -99,7 +103,8 @@ func largestVoter(voters map[string]int64) (name string, quota int64) {
 // with no voter's known, explicit or etcd's largest suggested quota — a
 // replica's quota above the voters' is harmless, below them is not.
 func decideQuota(explicit int64, voters map[string]int64) (quota int64, err error) {
-	who, largest := largestVoter(voters)
+	_, who := voterBounds(voters)
+	largest := voters[who]
 	switch {
 	case who != "" && explicit > 0 && explicit < limit(largest):
 		hint := fmt.Sprintf("give at least %d", largest)
@@ -130,7 +135,8 @@ func backendQuota(ctx context.Context, lg *zap.Logger, cli *clientv3.Client, nam
 	}
 	quota, err := decideQuota(explicit, voters)
 	if err != nil && restart && selfVoter {
-		_, largest := largestVoter(voters)
+		_, who := voterBounds(voters)
+		largest := voters[who]
 		lg.Warn("--quota-backend-bytes is below a voter's, but this member is a voter: taking the voters' largest quota rather than refusing to start; raise the flag",
 			zap.Int64("quota-backend-bytes", explicit), zap.Int64("quota", largest), zap.Any("voters", voters))
 		return largest, nil

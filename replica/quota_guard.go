@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -19,24 +17,14 @@ import (
 // passed since it started.
 var errQuotaPassed = errors.New("replica: every voter's backend quota is now above this learner's")
 
-// smallestVoter is the voter whose quota stops its database first: the
-// cluster's NOSPACE threshold, as far as the voters go.
-func smallestVoter(voters map[string]int64) (name string, quota int64) {
-	for _, n := range slices.Sorted(maps.Keys(voters)) {
-		if name == "" || limit(voters[n]) < limit(quota) {
-			name, quota = n, voters[n]
-		}
-	}
-	return name, quota
-}
-
 // belowEveryVoter tells whether own would stop this member's database
 // before any voter's stops theirs: only then does this member add a way
 // for the cluster to run out of space. (At start a replica takes the
 // largest voter's quota; while the voters are raised one at a time, the
 // smallest still stops the cluster first.)
 func belowEveryVoter(own int64, voters map[string]int64) (who string, quota int64, below bool) {
-	who, quota = smallestVoter(voters)
+	who, _ = voterBounds(voters)
+	quota = voters[who]
 	return who, quota, who != "" && limit(own) < limit(quota)
 }
 
@@ -190,7 +178,8 @@ func (q *quotaGuard) run(ctx context.Context) error {
 		stop, err := q.gate.stop(func() (bool, error) { return q.isLearner(ctx) })
 		if stop {
 			how := "to take the voters' quota"
-			if _, largest := largestVoter(voters); q.explicit && largest > 0 {
+			_, most := voterBounds(voters)
+			if largest := voters[most]; q.explicit && largest > 0 {
 				how = fmt.Sprintf("with --quota-backend-bytes of at least %d (the largest voter's), or without it to take the voters' quota", largest)
 			} else if q.explicit {
 				how = "without --quota-backend-bytes: a voter has no quota, so neither may this member"

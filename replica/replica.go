@@ -183,7 +183,8 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 	// --remove-on-exit: a clean stop takes the member entry and data with
 	// it, and so does the quota guard's stop of a learner (which costs no
 	// quorum), so that a replica without its data dir can join again.
-	if !cfg.RemoveOnExit || (err == nil && ctx.Err() == nil) || (err != nil && !errors.Is(err, errQuotaPassed)) {
+	cleanStop := err == nil && ctx.Err() != nil
+	if !cfg.RemoveOnExit || !(cleanStop || errors.Is(err, errQuotaPassed)) {
 		return err
 	}
 	stopErr := err

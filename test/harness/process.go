@@ -191,10 +191,7 @@ func (p *Proc) Stop() {
 // to the same log. A process still running is killed first.
 func (p *Proc) Restart(t TB) {
 	t.Helper()
-	p.Kill()
-	if err := p.start(); err != nil {
-		t.Fatalf("%v", err)
-	}
+	p.RestartWithArgs(t, p.Args())
 }
 
 // RestartWithArgs is Restart with args in place of the process's
