@@ -9,15 +9,15 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 	"syscall"
 
-	"go.etcd.io/etcd/api/v3/version"
+	etcdversion "go.etcd.io/etcd/api/v3/version"
 
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/devcluster"
 	"github.com/understudy-kv/understudy/primary"
+	"github.com/understudy-kv/understudy/version"
 )
 
 const usage = `primary: one voting etcd member (etcd v%s, embedded), the voters that
@@ -49,7 +49,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pf.FS.SetOutput(stdout)
 	err := pf.Load(args)
 	if errors.Is(err, config.ErrHelp) {
-		fmt.Fprintf(stdout, usage, version.Version)
+		fmt.Fprintf(stdout, usage, etcdversion.Version)
 		config.PrintFlags(stdout, pf.FS)
 		return 0
 	}
@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if cfg.PrintVersion {
-		fmt.Fprintf(stdout, "etcd Version: %s\nGo Version: %s\nGo OS/Arch: %s/%s\n", version.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Fprint(stdout, version.String())
 		return 0
 	}
 	if cfg.Dev {

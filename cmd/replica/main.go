@@ -14,6 +14,7 @@ import (
 
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/replica"
+	"github.com/understudy-kv/understudy/version"
 )
 
 const usage = `replica: an etcd read replica. It joins a cluster as a learner (the voters
@@ -36,6 +37,7 @@ Usage:
   replica compare …         learner vs mirror consistency, side by side (replica compare --help)
   replica status|promote|leave …
                             members, lag, promotion (replica status --help)
+  replica --version         understudy's version and source revision, etcd's, Go's
 
 On first start the replica adds itself as a learner through --join, catches up
 and serves. If it is not caught up within --join-timeout it removes the learner
@@ -65,6 +67,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return runCompare(ctx, args[1:], stdout, stderr)
 		case "status", "promote", "leave":
 			return runAdmin(ctx, args[0], args[1:], stdout, stderr)
+		case "--version", "-version":
+			fmt.Fprint(stdout, version.String())
+			return 0
 		}
 	}
 	cfg := config.DefaultReplica()
