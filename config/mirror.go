@@ -60,6 +60,11 @@ type Mirror struct {
 	// ProgressInterval is how often an idle mirror asks the source where
 	// it is, so that the checkpoint keeps up with revisions it is not sent.
 	ProgressInterval time.Duration
+	// CycleCheckInterval is how often, at most, a running mirror reads
+	// the mirror checkpoints of both clusters again (before a checkpoint
+	// write) to refuse a mirror cycle formed after it started. The check
+	// also runs at start and right after the mirror's first checkpoint.
+	CycleCheckInterval time.Duration
 	// ListenMetricsURLs serve /metrics over plain HTTP.
 	ListenMetricsURLs []string
 	LogLevel          string
@@ -77,16 +82,17 @@ const MirrorMinTxnOps = 6
 // DefaultMirror mirrors every key of a local cluster into another local one.
 func DefaultMirror() Mirror {
 	return Mirror{
-		Source:           MirrorSide{Endpoints: []string{"http://127.0.0.1:2379"}},
-		Name:             "default",
-		MaxTxnOps:        128,
-		PageSize:         1000,
-		ProgressInterval: 5 * time.Second,
-		CommandTimeout:   5 * time.Second,
-		KeepaliveTime:    10 * time.Second,
-		KeepaliveTimeout: 5 * time.Second,
-		StallTimeout:     30 * time.Second,
-		LogLevel:         "info",
+		Source:             MirrorSide{Endpoints: []string{"http://127.0.0.1:2379"}},
+		Name:               "default",
+		MaxTxnOps:          128,
+		PageSize:           1000,
+		ProgressInterval:   5 * time.Second,
+		CycleCheckInterval: 10 * time.Second,
+		CommandTimeout:     5 * time.Second,
+		KeepaliveTime:      10 * time.Second,
+		KeepaliveTimeout:   5 * time.Second,
+		StallTimeout:       30 * time.Second,
+		LogLevel:           "info",
 	}
 }
 
@@ -135,6 +141,7 @@ func NewMirrorFlags(cfg *Mirror) *flag.FlagSet {
 	fs.DurationVar(&cfg.KeepaliveTimeout, "keepalive-timeout", cfg.KeepaliveTimeout, "gRPC keepalive timeout of both clients: a connection silent this long after a ping is dialled again.")
 	fs.DurationVar(&cfg.StallTimeout, "stall-timeout", cfg.StallTimeout, "Report the mirror stalled (understudy_mirror_stalled 1, and a log line) once it has had work to do this long without making progress.")
 	fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "How often an idle mirror asks the source for its revision, to move the checkpoint on.")
+	fs.DurationVar(&cfg.CycleCheckInterval, "cycle-check-interval", cfg.CycleCheckInterval, "How often, at most, a running mirror reads the mirror checkpoints of both clusters again to refuse a mirror cycle (mirrors that feed each other) formed after it started; it also checks at start.")
 	fs.Var((*list)(&cfg.ListenMetricsURLs), "listen-metrics-urls", "URLs to serve /metrics on (plain HTTP).")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "Log level: debug, info, warn or error.")
 	fs.StringVar(&cfg.ConfigFile, ConfigFileFlag, "", "Path to a YAML file of settings keyed by flag name. Precedence: flag > UNDERSTUDY_* environment > file > default.")
@@ -194,6 +201,9 @@ func (c Mirror) Validate() error {
 	}
 	if c.ProgressInterval <= 0 {
 		add("--progress-interval %v: must be more than 0", c.ProgressInterval)
+	}
+	if c.CycleCheckInterval <= 0 {
+		add("--cycle-check-interval %v: must be more than 0", c.CycleCheckInterval)
 	}
 	problems = append(problems, checkURLs("listen-metrics-urls", c.ListenMetricsURLs)...)
 	if err := checkLogLevel(c.LogLevel); err != nil {

@@ -82,24 +82,37 @@ func ReadCheckpoint(ctx context.Context, dst *clientv3.Client, name string, opts
 	return &c, resp.Kvs[0].ModRevision, nil
 }
 
-// allCheckpoints lists every mirror's checkpoint in a destination, by name.
-func allCheckpoints(ctx context.Context, dst *clientv3.Client) (map[string]Checkpoint, error) {
-	resp, err := dst.Get(ctx, ReservedPrefix, clientv3.WithPrefix())
-	if err != nil {
-		return nil, fmt.Errorf("mirror: listing checkpoints: %w", err)
-	}
+// allCheckpoints lists every mirror's checkpoint in a cluster, by name. It
+// reads one key per mirror and jumps over the rest of the mirror's keys
+// (its ownership records can be many): two small reads per mirror.
+func allCheckpoints(ctx context.Context, cli *clientv3.Client) (map[string]Checkpoint, error) {
 	out := map[string]Checkpoint{}
-	for _, kv := range resp.Kvs {
-		name, ok := strings.CutSuffix(strings.TrimPrefix(string(kv.Key), ReservedPrefix), "/checkpoint")
+	from, end := span(ReservedPrefix)
+	for {
+		resp, err := cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(1))
+		if err != nil {
+			return nil, fmt.Errorf("mirror: listing checkpoints: %w", err)
+		}
+		if len(resp.Kvs) == 0 {
+			return out, nil
+		}
+		key := string(resp.Kvs[0].Key)
+		name, _, ok := strings.Cut(strings.TrimPrefix(key, ReservedPrefix), "/")
 		if !ok {
+			from = key + "\x00"
 			continue
 		}
+		// Past every key of name: '0' follows '/'.
+		from = ReservedPrefix + name + "0"
+		cp, err := cli.Get(ctx, CheckpointKey(name))
+		if err != nil {
+			return nil, fmt.Errorf("mirror: reading checkpoint %q: %w", CheckpointKey(name), err)
+		}
 		var c Checkpoint
-		if json.Unmarshal(kv.Value, &c) == nil {
+		if len(cp.Kvs) > 0 && json.Unmarshal(cp.Kvs[0].Value, &c) == nil {
 			out[name] = c
 		}
 	}
-	return out, nil
 }
 
 // overlap reports whether the key ranges of two prefixes intersect: one

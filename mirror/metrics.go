@@ -13,9 +13,11 @@ type metrics struct {
 	resyncs    prometheus.Counter
 	txns       prometheus.Counter
 	conflicts  prometheus.Counter
-	leaseLost  prometheus.Counter
-	restored   prometheus.Counter
-	stalled    prometheus.Gauge
+	// mirroredSkipped: source key versions another mirror wrote.
+	mirroredSkipped prometheus.Counter
+	leaseLost       prometheus.Counter
+	restored        prometheus.Counter
+	stalled         prometheus.Gauge
 
 	mu sync.Mutex
 	// source is the newest source revision seen; appliedRev the newest in
@@ -52,6 +54,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "understudy", Subsystem: "mirror", Name: "conflicts_total",
 			Help: "Source keys not copied because the destination has a key of the same name that the mirror did not write.",
 		}),
+		mirroredSkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "understudy", Subsystem: "mirror", Name: "mirrored_keys_skipped_total",
+			Help: "Source key versions not copied because another mirror wrote them into the source (its ownership records say so).",
+		}),
 		leaseLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "understudy", Subsystem: "mirror", Name: "dest_leases_lost_total",
 			Help: "Destination leases that ended while their source lease lived (their keys are restored).",
@@ -67,7 +73,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		lastProgress: time.Now(),
 	}
 	if reg != nil {
-		reg.MustRegister(m.applied, m.syncedKeys, m.resyncs, m.txns, m.conflicts, m.leaseLost, m.restored, m.stalled,
+		reg.MustRegister(m.applied, m.syncedKeys, m.resyncs, m.txns, m.conflicts, m.mirroredSkipped, m.leaseLost, m.restored, m.stalled,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Namespace: "understudy", Subsystem: "mirror", Name: "lag_revisions",
 				Help: "Source revisions seen but not yet in the checkpoint.",

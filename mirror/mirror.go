@@ -46,6 +46,17 @@ type Config struct {
 	StallAfter time.Duration
 	// ProgressInterval is how often an idle mirror moves its checkpoint.
 	ProgressInterval time.Duration
+	// CycleCheckInterval is how often, at most, the mirror reads the
+	// checkpoints of both clusters again, before a checkpoint write, to
+	// refuse a mirror cycle that formed while it runs (see cycle.go).
+	CycleCheckInterval time.Duration
+	// CopyMirrored copies source keys that another mirror wrote into the
+	// source (its checkpoint is in the source and its ownership record
+	// says it wrote the key's version). False, the default, leaves them
+	// out: copying another mirror's copy on is how mirror cycles start.
+	// The one caller meant to set it is a failback (copying back what a
+	// mirror wrote, once its source is gone); no flag sets it yet.
+	CopyMirrored bool
 	// Progress, if not nil, is told of a full sync's progress.
 	Progress func(copied, total int64)
 	Logger   *zap.Logger
@@ -77,6 +88,9 @@ func (c Config) Validate() error {
 	}
 	if c.StallAfter <= 0 {
 		add("StallAfter %v: must be more than 0", c.StallAfter)
+	}
+	if c.CycleCheckInterval <= 0 {
+		add("CycleCheckInterval %v: must be more than 0", c.CycleCheckInterval)
 	}
 	if c.Policy < Keep || c.Policy > Prune {
 		add("Policy %d: must be Keep, Overwrite or Prune", c.Policy)
@@ -116,6 +130,7 @@ type mirror struct {
 	lg        *zap.Logger
 	m         *metrics
 	sourceID  string
+	destID    string
 	cp        *Checkpoint
 	cpModRev  int64 // the checkpoint's ModRevision in the destination; 0 if none
 	cpKey     string
@@ -126,12 +141,24 @@ type mirror struct {
 	// record of this mirror either (a first sync has nothing to sweep).
 	noneOwned bool
 	leases    *leases
+
+	// Cycles (cyclecheck.go): feeders are the mirrors writing into the
+	// source under the prefix, as of the last check; sourceHidden that the
+	// source's checkpoints cannot be read; claimRev the revision of this
+	// mirror's first checkpoint write, before anything was copied;
+	// cycleDue that the check must run before the next write.
+	feeders      []link
+	sourceHidden bool
+	claimRev     int64
+	cycleDue     bool
+	checkedAt    time.Time
 }
 
 // Run mirrors until ctx ends; it returns nil then. It returns an error
 // wrapping ErrRefused when the destination or the pair of clusters is not
 // one it may write (another mirror's image, keys it did not write under
-// Keep, the same cluster with overlapping prefixes), and an error wrapping
+// Keep, the same cluster with overlapping prefixes, a mirror cycle, at
+// start or found later), and an error wrapping
 // errFenced when another process writes its checkpoint.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
@@ -264,6 +291,16 @@ func (mr *mirror) fenced(cp *Checkpoint, modRev int64) error {
 // responses to ops. Puts skipped because the mirror does not own their
 // keys are logged and counted.
 func (mr *mirror) commit(ctx context.Context, ops []owned, next Checkpoint) ([]*pb.ResponseOp, error) {
+	if err := mr.recheck(ctx); err != nil {
+		return nil, err
+	}
+	if mr.cpModRev == 0 && len(ops) > 0 && mr.cp != nil {
+		// Claim the image (checked for cycles) before the first key.
+		if _, err := mr.commit(ctx, nil, *mr.cp); err != nil {
+			return nil, err
+		}
+	}
+	creating := mr.cpModRev == 0
 	next.Updated, next.Token = time.Now().UTC(), mr.token
 	txnOps := make([]clientv3.Op, 0, len(ops)+1)
 	for _, o := range ops {
@@ -286,6 +323,12 @@ func (mr *mirror) commit(ctx context.Context, ops []owned, next Checkpoint) ([]*
 	}
 	mr.cp, mr.cpModRev = &next, resp.Header.Revision
 	mr.m.committed(time.Now())
+	if creating {
+		mr.claimRev, mr.cycleDue = mr.cpModRev, true
+		if err := mr.recheck(ctx); err != nil {
+			return nil, err
+		}
+	}
 	conflicts := skipped(ops, resp.Responses)
 	if len(conflicts) > 0 {
 		mr.m.conflicts.Add(float64(len(conflicts)))

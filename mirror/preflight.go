@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -21,7 +22,8 @@ func clusterID(ctx context.Context, cli *clientv3.Client) (string, int64, error)
 
 // preflight refuses what would corrupt data, and loads the checkpoint:
 //   - source and destination the same cluster with overlapping prefixes
-//     (the mirror would copy its own writes, forever);
+//     (the mirror would copy its own writes, forever), or a cycle through
+//     other mirrors whose checkpoints it can read (checkCycles);
 //   - a destination prefix that another source's mirror writes;
 //   - this mirror's own checkpoint written for another source or mapping.
 func (mr *mirror) preflight(ctx context.Context) error {
@@ -35,15 +37,12 @@ func (mr *mirror) preflight(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("mirror: destination cluster: %w", err)
 	}
-	mr.sourceID = src
-	if src == dst && overlap(mr.cfg.Prefix, mr.cfg.DestPrefix) {
-		return fmt.Errorf("%w: source and destination are the same cluster (%s) and the prefixes overlap (--prefix %q, destination prefix %q): the mirror would copy its own writes; use a destination prefix outside the source prefix, or another cluster",
-			ErrRefused, src, mr.cfg.Prefix, mr.cfg.DestPrefix)
-	}
-	cps, err := allCheckpoints(ctx, mr.cfg.Dest)
+	mr.sourceID, mr.destID = src, dst
+	cps, err := mr.checkCycles(ctx)
 	if err != nil {
 		return err
 	}
+	mr.checkedAt = time.Now()
 	for name, c := range cps {
 		if name == mr.cfg.Name {
 			if c.SourceClusterID != src {

@@ -72,6 +72,10 @@ func (mr *mirror) restore(ctx context.Context, srcs []int64) (err error) {
 	if errors.Is(err, errCompacted) {
 		kvs, err = mr.readKeys(ctx, keys, 0)
 	}
+	if err == nil {
+		// Keys another mirror wrote into the source are not this one's.
+		kvs, err = mr.dropMirrored(ctx, kvs)
+	}
 	if err != nil {
 		return err
 	}

@@ -241,7 +241,11 @@ func (mr *mirror) apply(ctx context.Context, events []*clientv3.Event) error {
 			kvs = append(kvs, ev.Kv)
 		}
 	}
-	if err := mr.ensureLeases(ctx, kvs); err != nil {
+	foreign, err := mr.mirrored(ctx, kvs)
+	if err != nil {
+		return err
+	}
+	if err := mr.ensureLeases(ctx, notIn(kvs, foreign)); err != nil {
 		return err
 	}
 	limit := mr.batch()
@@ -287,7 +291,7 @@ func (mr *mirror) apply(ctx context.Context, events []*clientv3.Event) error {
 		// distinct keys, so doing a part again after a crash leaves the
 		// same state.
 		for len(group) > limit {
-			if _, err := mr.commitResp(ctx, mr.ops(group[:limit])); err != nil {
+			if _, err := mr.commitResp(ctx, mr.ops(group[:limit], foreign)); err != nil {
 				return err
 			}
 			group = group[limit:]
@@ -296,7 +300,7 @@ func (mr *mirror) apply(ctx context.Context, events []*clientv3.Event) error {
 			if reserved(ev.Kv.Key) {
 				continue
 			}
-			op := mr.op(ev)
+			op := mr.op(ev, foreign)
 			index[op.key] = len(ops)
 			ops = append(ops, op)
 		}
@@ -320,19 +324,21 @@ func touchesAny(group []*clientv3.Event, index map[string]int, mr *mirror) bool 
 	return false
 }
 
-func (mr *mirror) ops(evs []*clientv3.Event) []owned {
+func (mr *mirror) ops(evs []*clientv3.Event, foreign map[version]bool) []owned {
 	out := make([]owned, 0, len(evs))
 	for _, ev := range evs {
 		if !reserved(ev.Kv.Key) {
-			out = append(out, mr.op(ev))
+			out = append(out, mr.op(ev, foreign))
 		}
 	}
 	return out
 }
 
-func (mr *mirror) op(ev *clientv3.Event) owned {
+// op is one event as a destination operation; a put of a version another
+// mirror wrote (foreign) deletes this mirror's copy instead.
+func (mr *mirror) op(ev *clientv3.Event, foreign map[version]bool) owned {
 	if ev.Type == mvccpb.DELETE {
 		return mr.deleteOwned(mr.mapKey(ev.Kv.Key))
 	}
-	return mr.putOp(ev.Kv)
+	return mr.putOrDrop(ev.Kv, foreign)
 }

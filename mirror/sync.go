@@ -111,14 +111,18 @@ func (mr *mirror) copyAll(ctx context.Context, w *sourceWatch) error {
 		if len(page.Kvs) == 0 {
 			break
 		}
-		if err := mr.ensureLeases(ctx, page.Kvs); err != nil {
+		foreign, err := mr.mirrored(ctx, page.Kvs)
+		if err != nil {
+			return err
+		}
+		if err := mr.ensureLeases(ctx, notIn(page.Kvs, foreign)); err != nil {
 			return err
 		}
 		for chunk := range chunks(page.Kvs, mr.batch()) {
 			ops := make([]owned, 0, len(chunk))
 			for _, kv := range chunk {
 				if !reserved(kv.Key) {
-					ops = append(ops, mr.putOp(kv))
+					ops = append(ops, mr.putOrDrop(kv, foreign))
 				}
 			}
 			next := *mr.cp
@@ -237,6 +241,30 @@ func (mr *mirror) putOp(kv *mvccpb.KeyValue) owned {
 		id = mr.leases.dest(kv.Lease)
 	}
 	return mr.putOwned(mr.mapKey(kv.Key), string(kv.Value), id)
+}
+
+// putOrDrop copies one source key, or, if another mirror wrote its
+// version (foreign), deletes the copy this mirror may have made before.
+func (mr *mirror) putOrDrop(kv *mvccpb.KeyValue, foreign map[version]bool) owned {
+	if foreign[version{string(kv.Key), kv.ModRevision}] {
+		mr.m.mirroredSkipped.Inc()
+		return mr.deleteOwned(mr.mapKey(kv.Key))
+	}
+	return mr.putOp(kv)
+}
+
+// notIn is kvs without the versions in foreign.
+func notIn(kvs []*mvccpb.KeyValue, foreign map[version]bool) []*mvccpb.KeyValue {
+	if len(foreign) == 0 {
+		return kvs
+	}
+	out := make([]*mvccpb.KeyValue, 0, len(kvs))
+	for _, kv := range kvs {
+		if !foreign[version{string(kv.Key), kv.ModRevision}] {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // ensureLeases gives every source lease of kvs a destination lease.
