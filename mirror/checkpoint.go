@@ -82,19 +82,25 @@ func ReadCheckpoint(ctx context.Context, dst *clientv3.Client, name string, opts
 	return &c, resp.Kvs[0].ModRevision, nil
 }
 
-// allCheckpoints lists every mirror's checkpoint in a cluster, by name. It
-// reads one key per mirror and jumps over the rest of the mirror's keys
-// (its ownership records can be many): two small reads per mirror.
-func allCheckpoints(ctx context.Context, cli *clientv3.Client) (map[string]Checkpoint, error) {
+// allCheckpoints lists every mirror's checkpoint in a cluster, by name,
+// and the revision of the first read: every checkpoint that existed then
+// (and still does) is listed. It reads one key per mirror and jumps over
+// the rest of the mirror's keys (its ownership records can be many): two
+// small reads per mirror.
+func allCheckpoints(ctx context.Context, cli *clientv3.Client) (map[string]Checkpoint, int64, error) {
 	out := map[string]Checkpoint{}
 	from, end := span(ReservedPrefix)
+	var rev int64
 	for {
 		resp, err := cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(1))
 		if err != nil {
-			return nil, fmt.Errorf("mirror: listing checkpoints: %w", err)
+			return nil, 0, fmt.Errorf("mirror: listing checkpoints: %w", err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
 		}
 		if len(resp.Kvs) == 0 {
-			return out, nil
+			return out, rev, nil
 		}
 		key := string(resp.Kvs[0].Key)
 		name, _, ok := strings.Cut(strings.TrimPrefix(key, ReservedPrefix), "/")
@@ -106,7 +112,7 @@ func allCheckpoints(ctx context.Context, cli *clientv3.Client) (map[string]Check
 		from = ReservedPrefix + name + "0"
 		cp, err := cli.Get(ctx, CheckpointKey(name))
 		if err != nil {
-			return nil, fmt.Errorf("mirror: reading checkpoint %q: %w", CheckpointKey(name), err)
+			return nil, 0, fmt.Errorf("mirror: reading checkpoint %q: %w", CheckpointKey(name), err)
 		}
 		var c Checkpoint
 		if len(cp.Kvs) > 0 && json.Unmarshal(cp.Kvs[0].Value, &c) == nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -16,53 +17,106 @@ import (
 // checkCycles reads the checkpoints the mirror can read (in the
 // destination, and in the source when it is another cluster), refuses a
 // cycle, and keeps the feeders (the mirrors writing into the source under
-// the prefix). It returns the destination's checkpoints. A source whose
-// reserved prefix the mirror may not read (auth) shows no checkpoints.
+// the prefix). It returns the destination's checkpoints.
 func (mr *mirror) checkCycles(ctx context.Context) (map[string]Checkpoint, error) {
-	dcps, err := allCheckpoints(ctx, mr.cfg.Dest)
+	dcps, drev, err := allCheckpoints(ctx, mr.cfg.Dest)
 	if err != nil {
 		return nil, err
 	}
-	var links []link
-	for name, c := range dcps {
-		if name != mr.cfg.Name {
-			links = append(links, link{name: name, src: c.SourceClusterID, dst: mr.destID, srcPrefix: c.SourcePrefix, dstPrefix: c.DestPrefix})
-		}
-	}
+	links := linksInto(mr.destID, dcps, mr.cfg.Name)
+	inSource, srev := links, drev
 	if mr.sourceID != mr.destID {
-		scps, err := allCheckpoints(ctx, mr.cfg.Source)
-		switch {
-		case errors.Is(err, rpctypes.ErrPermissionDenied):
-			if !mr.sourceHidden {
-				mr.lg.Warn("cannot read the source's mirror checkpoints (permission denied on the reserved prefix): mirrors writing into the source are not checked for cycles, and their keys are copied", zap.Error(err))
-			}
-			mr.sourceHidden = true
-		case err != nil:
-			return nil, fmt.Errorf("mirror: source: %w", err)
+		if inSource, srev, err = mr.sourceLinks(ctx); err != nil {
+			return nil, err
 		}
-		for name, c := range scps {
-			links = append(links, link{name: name, src: c.SourceClusterID, dst: mr.sourceID, srcPrefix: c.SourcePrefix, dstPrefix: c.DestPrefix})
-		}
+		links = append(links, inSource...)
 	}
-	slices.SortFunc(links, func(a, b link) int { return cmp.Or(cmp.Compare(a.dst, b.dst), cmp.Compare(a.name, b.name)) })
 	self := link{name: mr.cfg.Name, src: mr.sourceID, dst: mr.destID, srcPrefix: mr.cfg.Prefix, dstPrefix: mr.cfg.DestPrefix}
 	if path, ok := findCycle(self, links); ok {
 		return nil, cycleError(self, path)
 	}
-	feeders := mr.feedersOf(links)
-	if !slices.Equal(feeders, mr.feeders) && len(feeders) > 0 {
-		names := make([]string, len(feeders))
-		for i, f := range feeders {
-			names[i] = f.describe()
+	mr.setFeeders(mr.feedersOf(inSource), srev)
+	return dcps, nil
+}
+
+// linksInto are the mirrors whose checkpoints cps are kept in cluster,
+// but the one named except (this mirror's own checkpoint), by name.
+func linksInto(cluster string, cps map[string]Checkpoint, except string) []link {
+	var out []link
+	for name, c := range cps {
+		if name != except {
+			out = append(out, link{name: name, src: c.SourceClusterID, dst: cluster, srcPrefix: c.SourcePrefix, dstPrefix: c.DestPrefix})
 		}
-		if mr.cfg.CopyMirrored {
-			mr.lg.Info("other mirrors write into the source under the prefix; their keys are copied (CopyMirrored)", zap.Strings("mirrors", names))
-		} else {
-			mr.lg.Info("other mirrors write into the source under the prefix; the keys they write are not copied", zap.Strings("mirrors", names))
+	}
+	slices.SortFunc(out, func(a, b link) int { return cmp.Compare(a.name, b.name) })
+	return out
+}
+
+// sourceLinks are the mirrors writing into the source, as of the source
+// revision returned. A source whose reserved prefix the mirror may not
+// read (auth) shows none, at every revision.
+func (mr *mirror) sourceLinks(ctx context.Context) ([]link, int64, error) {
+	cps, rev, err := allCheckpoints(ctx, mr.cfg.Source)
+	switch {
+	case errors.Is(err, rpctypes.ErrPermissionDenied):
+		if !mr.sourceHidden {
+			mr.lg.Warn("cannot read the source's mirror checkpoints (permission denied on the reserved prefix): mirrors writing into the source are not checked for cycles, and the keys they write are copied", zap.Error(err))
+		}
+		mr.sourceHidden = true
+		return nil, math.MaxInt64, nil
+	case err != nil:
+		return nil, 0, fmt.Errorf("mirror: source: %w", err)
+	}
+	except := ""
+	if mr.sourceID == mr.destID {
+		except = mr.cfg.Name
+	}
+	return linksInto(mr.sourceID, cps, except), rev, nil
+}
+
+// refreshFeeders reads the feeders again when a version newer than the
+// revision they were read at is to be copied: a mirror writes its
+// checkpoint into the source before its first key there, so feeders read
+// at or after a version's revision include whoever wrote it.
+func (mr *mirror) refreshFeeders(ctx context.Context, newest int64) error {
+	if newest <= mr.feedersRev {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, 3*mr.cfg.RequestTimeout)
+	defer cancel()
+	links, rev, err := mr.sourceLinks(rctx)
+	if err != nil {
+		return err
+	}
+	mr.setFeeders(mr.feedersOf(links), rev)
+	return nil
+}
+
+// setFeeders keeps the feeders read at source revision rev; a new one
+// means a cycle check before the next write.
+func (mr *mirror) setFeeders(feeders []link, rev int64) {
+	mr.feedersRev = rev
+	if slices.Equal(feeders, mr.feeders) {
+		return
+	}
+	for _, f := range feeders {
+		if !slices.Contains(mr.feeders, f) {
+			mr.cycleDue = true
 		}
 	}
 	mr.feeders = feeders
-	return dcps, nil
+	if len(feeders) == 0 {
+		return
+	}
+	names := make([]string, len(feeders))
+	for i, f := range feeders {
+		names[i] = f.describe()
+	}
+	if mr.cfg.CopyMirrored {
+		mr.lg.Info("other mirrors write into the source under the prefix; the keys they write are copied (CopyMirrored)", zap.Strings("mirrors", names))
+	} else {
+		mr.lg.Info("other mirrors write into the source under the prefix; the keys they write are not copied", zap.Strings("mirrors", names))
+	}
 }
 
 // recheck looks for cycles again before a checkpoint write: right after

@@ -143,11 +143,13 @@ type mirror struct {
 	leases    *leases
 
 	// Cycles (cyclecheck.go): feeders are the mirrors writing into the
-	// source under the prefix, as of the last check; sourceHidden that the
-	// source's checkpoints cannot be read; claimRev the revision of this
-	// mirror's first checkpoint write, before anything was copied;
-	// cycleDue that the check must run before the next write.
+	// source under the prefix, as of source revision feedersRev;
+	// sourceHidden that the source's checkpoints cannot be read; claimRev
+	// the revision of this mirror's first checkpoint write, before
+	// anything was copied; cycleDue that the check must run before the
+	// next write.
 	feeders      []link
+	feedersRev   int64
 	sourceHidden bool
 	claimRev     int64
 	cycleDue     bool

@@ -72,8 +72,15 @@ func (mr *mirror) feedersOf(links []link) []link {
 // that a feeder wrote; none under CopyMirrored.
 func (mr *mirror) mirrored(ctx context.Context, kvs []*mvccpb.KeyValue) (map[version]bool, error) {
 	out := map[version]bool{}
-	if mr.cfg.CopyMirrored {
+	if mr.cfg.CopyMirrored || len(kvs) == 0 {
 		return out, nil
+	}
+	var newest int64
+	for _, kv := range kvs {
+		newest = max(newest, kv.ModRevision)
+	}
+	if err := mr.refreshFeeders(ctx, newest); err != nil {
+		return nil, err
 	}
 	for _, f := range mr.feeders {
 		var mine []*mvccpb.KeyValue

@@ -3,10 +3,12 @@ package mirror
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -52,6 +54,10 @@ type VerifyConfig struct {
 	Rev  int64
 	// PageSize is the number of keys per read.
 	PageSize int
+	// CopyMirrored: the mirror copies source keys other mirrors wrote
+	// into the source (Config.CopyMirrored); without it they are left out
+	// of the comparison, as the mirror leaves them out of the copy.
+	CopyMirrored bool
 }
 
 // Verify compares the source at a revision with the destination through
@@ -99,8 +105,24 @@ func Verify(ctx context.Context, cfg VerifyConfig) ([]Difference, int64, error) 
 		}
 		return o != nil && strings.TrimPrefix(string(o.Key), ownPrefix(cfg.Name)) == name, nil
 	}
+	fs, err := feederScanAt(ctx, cfg, rev)
+	if err != nil {
+		return nil, rev, err
+	}
+	// next is the next source key the mirror copies.
+	next := func() (*mvccpb.KeyValue, error) {
+		for {
+			kv, err := src.get(ctx)
+			if err != nil || kv == nil {
+				return kv, err
+			}
+			if by, err := fs.wrote(ctx, kv); err != nil || !by {
+				return kv, err
+			}
+		}
+	}
 	var diffs []Difference
-	s, err := src.get(ctx)
+	s, err := next()
 	if err != nil {
 		return nil, rev, fmt.Errorf("mirror: source at revision %d: %w", rev, err)
 	}
@@ -139,7 +161,7 @@ func Verify(ctx context.Context, cfg VerifyConfig) ([]Difference, int64, error) 
 			diffs = append(diffs, Difference{Key: string(d.Key), Kind: "unowned"})
 		}
 		if c <= 0 {
-			if s, err = src.get(ctx); err != nil {
+			if s, err = next(); err != nil {
 				return diffs, rev, fmt.Errorf("mirror: source at revision %d: %w", rev, err)
 			}
 		}
@@ -150,6 +172,76 @@ func Verify(ctx context.Context, cfg VerifyConfig) ([]Difference, int64, error) 
 		}
 	}
 	return diffs, rev, nil
+}
+
+// feederScan tells, for source keys in order, whether another mirror
+// wrote their version into the source (its ownership record was written
+// with it): one pager over each feeder's records at the compared revision.
+type feederScan struct {
+	owns []*pager
+	pre  []string
+	at   []*mvccpb.KeyValue
+	read []bool
+}
+
+// feederScanAt reads which mirrors write into the source under the prefix
+// (none under CopyMirrored, or if the source's reserved prefix cannot be
+// read) and scans their records at rev.
+func feederScanAt(ctx context.Context, cfg VerifyConfig, rev int64) (*feederScan, error) {
+	fs := &feederScan{}
+	if cfg.CopyMirrored {
+		return fs, nil
+	}
+	src, _, err := clusterID(ctx, cfg.Source)
+	if err != nil {
+		return nil, fmt.Errorf("mirror: source cluster: %w", err)
+	}
+	dst, _, err := clusterID(ctx, cfg.Dest)
+	if err != nil {
+		return nil, fmt.Errorf("mirror: destination cluster: %w", err)
+	}
+	cps, _, err := allCheckpoints(ctx, cfg.Source)
+	switch {
+	case errors.Is(err, rpctypes.ErrPermissionDenied):
+		return fs, nil
+	case err != nil:
+		return nil, fmt.Errorf("mirror: source: %w", err)
+	}
+	key, end := span(cfg.Prefix)
+	for name, c := range cps {
+		if (src == dst && name == cfg.Name) || !overlap(c.DestPrefix, cfg.Prefix) {
+			continue
+		}
+		own := ownPrefix(name)
+		oend := own + end
+		if cfg.Prefix == "" {
+			oend = clientv3.GetPrefixRangeEnd(own)
+		}
+		fs.owns = append(fs.owns, &pager{cli: cfg.Source, next: own + key, end: oend, rev: rev, size: cfg.PageSize, keysOnly: true, all: true})
+		fs.pre = append(fs.pre, own)
+	}
+	fs.at = make([]*mvccpb.KeyValue, len(fs.owns))
+	fs.read = make([]bool, len(fs.owns))
+	return fs, nil
+}
+
+// wrote reports whether a feeder wrote kv's version; kvs come in key order.
+func (fs *feederScan) wrote(ctx context.Context, kv *mvccpb.KeyValue) (bool, error) {
+	k := string(kv.Key)
+	by := false
+	for i, p := range fs.owns {
+		for !fs.read[i] || (fs.at[i] != nil && strings.TrimPrefix(string(fs.at[i].Key), fs.pre[i]) < k) {
+			rec, err := p.get(ctx)
+			if err != nil {
+				return false, fmt.Errorf("mirror: ownership records in the source: %w", err)
+			}
+			fs.at[i], fs.read[i] = rec, true
+		}
+		if r := fs.at[i]; r != nil && strings.TrimPrefix(string(r.Key), fs.pre[i]) == k && wroteIt(kv.ModRevision, r) == byFeeder {
+			by = true
+		}
+	}
+	return by, nil
 }
 
 // pager reads a key range at a revision a page at a time, skipping the
