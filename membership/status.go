@@ -42,6 +42,9 @@ type Member struct {
 	LeaderProgress string `json:"leader_progress,omitempty"`
 	Promotable     *bool  `json:"promotable,omitempty"`
 	Why            string `json:"promotion,omitempty"`
+	// RoleState is what a standby's or voter-role replica's role loop is
+	// doing, and why ("waiting: hold 3.1s of 5s", "blocked: ...").
+	RoleState string `json:"role_state,omitempty"`
 
 	id      uint64
 	contact time.Time
@@ -137,6 +140,9 @@ func memberStatus(ctx context.Context, cli *clientv3.Client, s *Member, now time
 			s.contact = now.Add(-age)
 		}
 	}
+	if v := hdr.Get(wire.RoleStateKey); len(v) > 0 {
+		s.RoleState = v[0]
+	}
 	s.IsLeader = st.Leader == s.id
 	return nil
 }
@@ -144,7 +150,7 @@ func memberStatus(ctx context.Context, cli *clientv3.Client, s *Member, now time
 // WriteTable prints the members as a table.
 func WriteTable(w io.Writer, sts []*Member) {
 	table := tablewriter.NewTable(w, tablewriter.WithConfig(tablewriter.NewConfigBuilder().WithRowAlignment(tw.AlignRight).Build()))
-	table.Header("NAME", "ID", "ROLE", "LEADER", "APPLIED", "COMMIT", "LAG", "FRESHNESS", "LEADER PROGRESS", "PROMOTABLE")
+	table.Header("NAME", "ID", "ROLE", "LEADER", "APPLIED", "COMMIT", "LAG", "FRESHNESS", "LEADER PROGRESS", "PROMOTABLE", "ROLE STATE")
 	for _, s := range sts {
 		role := "voter"
 		if s.IsLearner {
@@ -158,11 +164,11 @@ func WriteTable(w io.Writer, sts []*Member) {
 			promotable = strconv.FormatBool(*s.Promotable)
 		}
 		if !s.Reachable {
-			table.Append(s.Name, s.ID, role, "", "", "", "", "", s.LeaderProgress, "unreachable: "+s.Error)
+			table.Append(s.Name, s.ID, role, "", "", "", "", "", s.LeaderProgress, "unreachable: "+s.Error, "")
 			continue
 		}
 		table.Append(s.Name, s.ID, role, s.Leader, strconv.FormatUint(s.Applied, 10), strconv.FormatUint(s.RaftIndex, 10),
-			strconv.FormatUint(s.Lag, 10), s.Freshness, s.LeaderProgress, promotable)
+			strconv.FormatUint(s.Lag, 10), s.Freshness, s.LeaderProgress, promotable, s.RoleState)
 	}
 	table.Render()
 }

@@ -95,8 +95,15 @@ type Observation struct {
 	// LastLeaderContact is when the replica last heard from the leader.
 	LastLeaderContact time.Time
 	// Applied is the replica's applied index; LeaderCommit the leader's
-	// commit index, 0 if the leader's could not be read.
+	// commit index, 0 if unknown. The caller learns it from raft itself: a
+	// ReadIndex round through the leader answers with its commit index
+	// (the caller may use an upper bound, such as its applied index once
+	// the round completed, with Applied taken before the round); the
+	// leader's raft status, where it can be read, is a refinement.
 	Applied, LeaderCommit uint64
+	// LastRound is when the last ReadIndex round of the replica's own that
+	// completed began; zero if none has.
+	LastRound time.Time
 	// Voters are the voting members, without the replica, with what the
 	// caller learned of each this round.
 	Voters []Voter
@@ -123,7 +130,7 @@ func CaughtUp(c Config, o Observation) (ok bool, why string) {
 	if o.Leader == 0 {
 		reasons = append(reasons, "no leader is known")
 	} else if o.LeaderCommit == 0 {
-		reasons = append(reasons, "the leader's commit index is unknown")
+		reasons = append(reasons, "the leader's commit index is unknown ("+noRound(o)+")")
 	}
 	if o.LastLeaderContact.IsZero() {
 		reasons = append(reasons, "it has never heard from the leader")
@@ -137,6 +144,14 @@ func CaughtUp(c Config, o Observation) (ok bool, why string) {
 		return false, strings.Join(reasons, "; ")
 	}
 	return true, fmt.Sprintf("%d entries behind, heard from the leader %v ago", Lag(o), o.Now.Sub(o.LastLeaderContact).Round(time.Millisecond))
+}
+
+// noRound says since when no ReadIndex round has completed.
+func noRound(o Observation) string {
+	if o.LastRound.IsZero() {
+		return "no ReadIndex round has completed"
+	}
+	return fmt.Sprintf("no ReadIndex round for %v", o.Now.Sub(o.LastRound).Round(100*time.Millisecond))
 }
 
 // Kind is what the Decider asks for.
@@ -176,6 +191,8 @@ type Action struct {
 	// persisted record is still this one.
 	Record *Record
 	Reason string
+	// status, for None, is why nothing is done (see Status).
+	status Status
 }
 
 // Decider turns observations into actions. One goroutine calls Step, Blind
@@ -192,6 +209,12 @@ type Decider struct {
 	// in a row.
 	retryAt  time.Time
 	failures int
+	// lastFailure is the last failed action and its error, for Status;
+	// lastErr the error.
+	lastFailure string
+	lastErr     error
+	// status is what the last Step, Blind or Done found.
+	status Status
 }
 
 // NewDecider returns a Decider for cfg.
@@ -211,9 +234,16 @@ func (d *Decider) Step(o Observation) Action {
 
 	var a Action
 	switch d.cfg.Role {
+	case RoleReader:
+		a = wait(StateIdle, ReasonReader, "a reader never promotes")
 	case RoleVoter:
-		if o.IsLearner && held {
+		switch {
+		case !o.IsLearner:
+			a = wait(StateIdle, ReasonVoter, "a voter")
+		case held:
 			a = Action{Kind: Promote, Target: o.SelfID, Reason: fmt.Sprintf("caught up for %v: %d entries behind", o.Now.Sub(d.caughtUpSince).Round(time.Millisecond), Lag(o))}
+		default:
+			a = d.holdStatus(o)
 		}
 	case RoleStandby:
 		a = d.standby(o, held)
@@ -221,17 +251,47 @@ func (d *Decider) Step(o Observation) Action {
 	// After a failure, wait before trying again; letting go of the lock
 	// never waits.
 	if a.Kind != None && a.Kind != ReleaseFailoverLock && o.Now.Before(d.retryAt) {
-		return Action{}
+		a = d.retryStatus(o, a)
+	}
+	d.status = statusOf(a)
+	if a.Kind == None {
+		return Action{Reason: a.Reason, status: a.status}
 	}
 	return a
 }
 
+// ErrLockBusy, fed to Done, says that another standby holds the failover
+// lock: the failover is blocked on it, not failing.
+var ErrLockBusy = errors.New("promotion: another standby holds the failover lock")
+
+// ErrRefused, wrapped in an error fed to Done, says that the cluster
+// refuses the replica the call (its auth): retrying will not help until an
+// operator grants the rights, so the replica is blocked, not waiting.
+var ErrRefused = errors.New("refused by the cluster's auth")
+
+// retryStatus is why a, decided during the back-off after a failure, waits.
+func (d *Decider) retryStatus(o Observation, a Action) Action {
+	left := d.retryAt.Sub(o.Now).Round(100 * time.Millisecond)
+	switch {
+	case errors.Is(d.lastErr, ErrLockBusy):
+		return wait(StateBlocked, ReasonLockBusy, "another standby holds the failover lock (asking again in %v)", left)
+	case errors.Is(d.lastErr, ErrRefused):
+		return wait(StateBlocked, ReasonRefused, "%s (trying again in %v)", d.lastFailure, left)
+	}
+	return wait(StateWaiting, ReasonRetry, "%s again in %v; %s", a.Kind, left, d.lastFailure)
+}
+
+// Status is what the last Step, Blind or Done found: what the loop does,
+// or why it does nothing.
+func (d *Decider) Status() Status { return d.status }
+
 // Blind tells the core that observing failed at now: it cannot tell who is
 // caught up or dead, so every hold starts over, and a standby holding the
 // lock lets it go for one that can act.
-func (d *Decider) Blind(now time.Time, holdsLock bool) Action {
+func (d *Decider) Blind(now time.Time, holdsLock bool, why error) Action {
 	d.caughtUpSince = time.Time{}
 	clear(d.silentSince)
+	d.status = Status{State: StateBlind, Reason: ReasonCannotObserve, Detail: fmt.Sprintf("cannot observe the cluster: %v", why)}
 	if holdsLock {
 		return Action{Kind: ReleaseFailoverLock, Reason: "cannot observe the cluster"}
 	}
@@ -242,9 +302,10 @@ func (d *Decider) Blind(now time.Time, holdsLock bool) Action {
 // after a failure the next action waits, doubling up to 5 s.
 func (d *Decider) Done(now time.Time, a Action, err error) {
 	if err == nil {
-		d.failures, d.retryAt = 0, time.Time{}
+		d.failures, d.retryAt, d.lastFailure, d.lastErr = 0, time.Time{}, "", nil
 		return
 	}
+	d.lastFailure, d.lastErr = fmt.Sprintf("the last %s failed: %v", a.Kind, err), err
 	d.failures++
 	wait := roleRetryBase << min(d.failures-1, 5)
 	d.retryAt = now.Add(min(wait, roleRetryMax))

@@ -39,6 +39,15 @@ type Voter struct {
 // that does not answer proves nothing and is not asked.
 func (v Voter) Silent() bool { return !v.PeerAnswered && v.Leader != LeaderViewActive }
 
+// Evidence says what the round's evidence of v is.
+func (v Voter) Evidence() string {
+	peer := "no peer URL answers"
+	if v.PeerAnswered {
+		peer = "a peer URL answers"
+	}
+	return peer + ", leader view " + v.Leader.String()
+}
+
 // Step is how far a failover has come.
 type Step string
 
@@ -147,32 +156,45 @@ func (d *Decider) failover(o Observation, held bool) Action {
 	if r := o.Failover; r != nil {
 		return d.resume(o, held, *r)
 	}
-	dead := d.dead(o)
-	switch {
-	case len(dead) == 0:
-		return Action{Reason: "every voter is live"}
-	case !o.IsLearner:
-		return Action{Reason: "already a voter"}
+	if !o.IsLearner {
+		return wait(StateIdle, ReasonVoter, "a voter")
 	}
-	if why := d.cannotPromote(o, held); why != "" {
-		return Action{Reason: why}
+	dead := d.dead(o)
+	if len(dead) == 0 {
+		return d.silenceStatus(o)
+	}
+	if a, ok := d.cannotPromote(o, held); !ok {
+		return a
 	}
 	v := dead[0]
 	r := &Record{Dead: v.ID, DeadName: v.Name, By: o.SelfID, ByName: o.SelfName, Step: StepPromote, Since: o.Now}
 	return Action{Kind: WriteRecord, Record: r, Reason: fmt.Sprintf("voter %s silent for %v", v.Name, o.Now.Sub(d.silentSince[v.ID]).Round(time.Millisecond))}
 }
 
-// cannotPromote says why this replica may not promote itself now, or "".
-func (d *Decider) cannotPromote(o Observation, held bool) string {
+// silenceStatus says which voter is silent and for how long of
+// FailoverAfter, or that every voter is live.
+func (d *Decider) silenceStatus(o Observation) Action {
+	for _, v := range o.Voters {
+		if since, ok := d.silentSince[v.ID]; ok {
+			return wait(StateWaiting, ReasonSilence, "voter %s silent for %v of %v (%s)", v.Name,
+				o.Now.Sub(since).Round(100*time.Millisecond), d.cfg.FailoverAfter, v.Evidence())
+		}
+	}
+	return wait(StateIdle, ReasonLive, "every voter is live")
+}
+
+// cannotPromote says why this replica may not promote itself now; ok if it
+// may.
+func (d *Decider) cannotPromote(o Observation, held bool) (a Action, ok bool) {
 	switch {
 	case !o.IsLearner:
-		return "already a voter"
+		return wait(StateIdle, ReasonVoter, "a voter"), false
 	case !held:
-		return "not caught up for --promote-hold"
+		return d.holdStatus(o), false
 	case !liveQuorumAfter(o, +1):
-		return "one more voter would leave no live quorum"
+		return wait(StateBlocked, ReasonQuorumAfterPromote, "one more voter would leave no live quorum"), false
 	}
-	return ""
+	return Action{}, true
 }
 
 func (d *Decider) resume(o Observation, held bool, r Record) Action {
@@ -194,22 +216,22 @@ func (d *Decider) resume(o Observation, held bool, r Record) Action {
 		return Action{Kind: WriteRecord, Record: &next, Reason: fmt.Sprintf("%s is a voter: next, remove %s", r.ByName, r.DeadName)}
 	case byIsVoter:
 		if o.Leader == 0 {
-			return Action{Reason: "no leader is known"}
+			return wait(StateBlocked, ReasonNoLeader, "no leader is known to remove %s", r.DeadName)
 		}
 		if !liveQuorumAfter(o, -1) {
-			return Action{Reason: "removing the voter would leave no live quorum"}
+			return wait(StateBlocked, ReasonQuorumAfterRemove, "removing %s would leave no live quorum", r.DeadName)
 		}
 		return Action{Kind: RemoveVoter, Target: r.Dead, Record: &r, Reason: fmt.Sprintf("voter %s silent, replaced by %s", r.DeadName, r.ByName)}
 	case r.By == o.SelfID:
-		if why := d.cannotPromote(o, held); why != "" {
-			return Action{Reason: why}
+		if a, ok := d.cannotPromote(o, held); !ok {
+			return a
 		}
 		return Action{Kind: Promote, Target: o.SelfID, Record: &r, Reason: fmt.Sprintf("replacing voter %s", r.DeadName)}
 	default:
 		// The standby named in the record never became a voter (it died,
 		// was paused past its lock, or fell behind): this one takes over.
-		if why := d.cannotPromote(o, held); why != "" {
-			return Action{Reason: why}
+		if a, ok := d.cannotPromote(o, held); !ok {
+			return a
 		}
 		next := r
 		next.By, next.ByName = o.SelfID, o.SelfName

@@ -109,7 +109,7 @@ func TestStandbyFailoverStepByStep(t *testing.T) {
 func TestTheHoldStartsOverAfterABlindObservation(t *testing.T) {
 	d := NewDecider(cfg(RoleStandby))
 	runSilent(d, 9*time.Second, false)
-	if a := d.Blind(t0.Add(9500*time.Millisecond), false); a.Kind != None {
+	if a := d.Blind(t0.Add(9500*time.Millisecond), false, errors.New("cut")); a.Kind != None {
 		t.Fatalf("blind without the lock: %v", a.Kind)
 	}
 	// Silent again from 10s: a single observation after the blind spell
@@ -121,7 +121,7 @@ func TestTheHoldStartsOverAfterABlindObservation(t *testing.T) {
 	}
 	want(t, "silent 11s after the blind spell", d.Step(silentAt(21*time.Second, false, nil)), AcquireFailoverLock, 0)
 	// The lock holder that goes blind lets the lock go.
-	want(t, "blind with the lock", d.Blind(t0.Add(22*time.Second), true), ReleaseFailoverLock, 0)
+	want(t, "blind with the lock", d.Blind(t0.Add(22*time.Second), true, errors.New("cut")), ReleaseFailoverLock, 0)
 }
 
 func TestAHolderThatCannotActReleasesTheLock(t *testing.T) {

@@ -18,7 +18,7 @@ const kvService = "etcdserverpb.KV"
 // unaryInterceptor counts requests and, like etcd's own, refuses a request
 // that requires a leader when the member knows none. It does not refuse
 // learners: serving them is this package's point.
-func unaryInterceptor(lw *leaderWatch, m *Metrics, zone string, age func() time.Duration) grpc.UnaryServerInterceptor {
+func unaryInterceptor(lw *leaderWatch, m *Metrics, zone string, roleState func() string, age func() time.Duration) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if isProbe(ctx) {
 			// Best effort: a probe without these only loses affinity or
@@ -26,6 +26,11 @@ func unaryInterceptor(lw *leaderWatch, m *Metrics, zone string, age func() time.
 			md := metadata.Pairs(wire.FreshnessAgeKey, age().String())
 			if zone != "" {
 				md.Set(wire.ZoneKey, zone)
+			}
+			if roleState != nil {
+				if st := roleState(); st != "" {
+					md.Set(wire.RoleStateKey, st)
+				}
 			}
 			_ = grpc.SetHeader(ctx, md)
 		}

@@ -87,6 +87,9 @@ type Config struct {
 	// Zone, if set, is told to balancers that probe the replica (see
 	// wire.ZoneKey), for zone-affine reads.
 	Zone string
+	// RoleState, if set, tells the role loop's state ("waiting: hold 3.1s
+	// of 5s"), sent with the freshness in answer to probes (wire.RoleStateKey).
+	RoleState func() string
 	// Ready says when /readyz admits the replica.
 	Ready ReadyConfig
 	// KeepAlive is the gRPC server keepalive policy (etcd's
@@ -200,7 +203,7 @@ func New(cfg Config) (*Front, error) {
 	election := time.Duration(s.Cfg.TickMs) * time.Duration(s.Cfg.ElectionTicks) * time.Millisecond
 	lw := newLeaderWatch(f.contact, cfg.Clock, election)
 	opts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(unaryInterceptor(lw, m, cfg.Zone, func() time.Duration { return f.fresh.Age() })),
+		grpc.ChainUnaryInterceptor(unaryInterceptor(lw, m, cfg.Zone, cfg.RoleState, func() time.Duration { return f.fresh.Age() })),
 		grpc.ChainStreamInterceptor(streamInterceptor(lw, m)),
 		grpc.MaxRecvMsgSize(int(s.Cfg.MaxRequestBytesWithOverhead())),
 		grpc.MaxSendMsgSize(math.MaxInt32),

@@ -23,7 +23,6 @@ const (
 )
 
 var (
-	errLockBusy = errors.New("replica: another standby holds the failover lock")
 	// errFenced means the lock is no longer this replica's, or the record
 	// is not the one the action was decided on.
 	errFenced = errors.New("replica: the failover lock is not held or the failover record changed")
@@ -51,12 +50,21 @@ func (l *failoverLock) done() <-chan struct{} {
 	return l.session.Done()
 }
 
-// acquire tries once for the lock.
+// acquire tries once for the lock. Every call is bounded by ctx: the lease
+// is granted here (concurrency.NewSession would grant it without a
+// deadline), and the session only keeps it alive.
 func (l *failoverLock) acquire(ctx context.Context, cli *clientv3.Client) (bool, error) {
 	if l.session == nil {
-		s, err := concurrency.NewSession(cli, concurrency.WithTTL(failoverLockTTL))
+		lease, err := cli.Grant(ctx, failoverLockTTL)
 		if err != nil {
-			return false, fmt.Errorf("failover lock: session: %w", err)
+			return false, fmt.Errorf("failover lock: LeaseGrant: %w", err)
+		}
+		s, err := concurrency.NewSession(cli, concurrency.WithTTL(failoverLockTTL), concurrency.WithLease(lease.ID))
+		if err != nil {
+			revokeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_, _ = cli.Revoke(revokeCtx, lease.ID)
+			cancel()
+			return false, fmt.Errorf("failover lock: LeaseKeepAlive: %w", err)
 		}
 		l.session, l.mu = s, concurrency.NewMutex(s, failoverLockKey)
 	}
@@ -73,7 +81,7 @@ func (l *failoverLock) acquire(ctx context.Context, cli *clientv3.Client) (bool,
 	case errors.Is(err, concurrency.ErrLocked):
 		return false, nil
 	default:
-		return false, fmt.Errorf("failover lock: %w", err)
+		return false, fmt.Errorf("failover lock: Txn on %q: %w", failoverLockKey, err)
 	}
 }
 
@@ -99,8 +107,11 @@ func (l *failoverLock) release(lg *zap.Logger) {
 			lg.Warn("failover lock: unlock", zap.Error(err))
 		}
 	}
-	if err := l.session.Close(); err != nil {
-		lg.Debug("failover lock: close session", zap.Error(err))
+	// Session.Close would revoke within the lease's TTL; a shorter
+	// deadline keeps the loop moving (the lease ends by itself anyway).
+	l.session.Orphan()
+	if _, err := l.session.Client().Revoke(ctx, l.session.Lease()); err != nil {
+		lg.Debug("failover lock: revoke its lease", zap.Error(err))
 	}
 	l.session, l.mu, l.locked = nil, nil, false
 }
@@ -121,7 +132,7 @@ func (l *failoverLock) fenced(ctx context.Context, was *promotion.Record, ops ..
 	}
 	resp, err := l.session.Client().Txn(ctx).If(l.mu.IsOwner(), recordIs(was)).Then(ops...).Commit()
 	if err != nil {
-		return fmt.Errorf("failover record: %w", err)
+		return fmt.Errorf("failover record: Txn on %q: %w", failoverRecordKey, err)
 	}
 	if !resp.Succeeded {
 		return errFenced

@@ -23,30 +23,49 @@ const (
 	peerProbeTimeout = 500 * time.Millisecond
 )
 
-// observe reads what the core needs: the replica's own raft state, the
-// membership and the failover record from its own member, the leader's
-// raft progress, and, for each voter the leader does not see as active,
-// whether its peer URLs answer. A voter's client URL is never asked: that
-// it does not answer proves nothing about its raft.
+// observe reads what the core needs: the replica's own raft state; the
+// leader's commit index, from a ReadIndex round through raft (roundCommit);
+// the membership and the failover record from its own member; the leader's
+// raft progress where its client URL answers (an optional refinement); and,
+// for each voter the leader is not known to see as active, whether its peer
+// URLs answer. A voter's client URL is never required, and never evidence:
+// that it does not answer proves nothing about its raft.
 //
 // With the failover lock held, the local member is brought up to date
 // first (a ReadIndex round), so that the membership and the record it
 // reads are the cluster's as of now.
 func (r *roles) observe(ctx context.Context) (promotion.Observation, error) {
-	if r.lock.held() {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	if r.lock.held() && !r.srv.IsLearner() {
+		rctx, cancel := context.WithTimeout(ctx, roundTimeout)
 		err := r.srv.LinearizableReadNotify(rctx)
 		cancel()
 		if err != nil {
 			return promotion.Observation{}, fmt.Errorf("read index: %w", err)
 		}
 	}
-	now := time.Now()
 	self := uint64(r.srv.MemberID())
-	o := promotion.Observation{
-		Now: now, SelfID: self, IsLearner: r.srv.IsLearner(), Leader: uint64(r.srv.Leader()),
-		LastLeaderContact: r.asOf(), Applied: r.srv.AppliedIndex(), HoldsFailoverLock: r.lock.held(),
+	o := promotion.Observation{SelfID: self, IsLearner: r.srv.IsLearner(), HoldsFailoverLock: r.lock.held()}
+	if o.IsLearner && (r.cfg.Role == promotion.RoleVoter || r.failoverLikely) {
+		// The leader's commit index from raft itself: whichever client
+		// URLs answer, a round through the leader does. A standby needs
+		// it only once a failover may come (every round costs the leader
+		// a heartbeat to every member).
+		start := time.Now()
+		var err error
+		if o.Applied, o.LeaderCommit, err = r.roundCommit(ctx); err == nil {
+			r.lastRound = start
+		} else {
+			r.lg.Debug("role: no ReadIndex round; the leader's commit index is unknown", zap.Error(err))
+		}
+		if err != nil && o.HoldsFailoverLock {
+			return promotion.Observation{}, fmt.Errorf("read index: %w", err)
+		}
 	}
+	now := time.Now()
+	if o.LeaderCommit == 0 {
+		o.Applied = r.srv.AppliedIndex()
+	}
+	o.Now, o.LastRound, o.Leader, o.LastLeaderContact = now, r.lastRound, uint64(r.srv.Leader()), r.asOf()
 	if m := r.srv.Cluster().Member(r.srv.MemberID()); m != nil {
 		o.SelfName = m.Name
 	}
@@ -61,7 +80,9 @@ func (r *roles) observe(ctx context.Context) (promotion.Observation, error) {
 	viewErr := fmt.Errorf("no leader")
 	if o.Leader != 0 {
 		view, viewErr = r.view(ctx, o)
-		if viewErr == nil {
+		if viewErr == nil && o.LeaderCommit == 0 {
+			// Where no round completed (or none was needed: a voter),
+			// the leader's own word.
 			o.LeaderCommit = view.Commit
 		}
 	}
@@ -110,10 +131,30 @@ func (r *roles) observe(ctx context.Context) (promotion.Observation, error) {
 		r.viewAllActive = r.viewAllActive && v.Leader == promotion.LeaderViewActive
 	}
 	r.logSilent(o)
+	r.failoverLikely = o.Failover != nil || o.HoldsFailoverLock || len(r.silentNames) > 0
 	if o.LeaderCommit != 0 {
 		r.m.lag.Set(float64(promotion.Lag(o)))
 	}
 	return o, nil
+}
+
+// roundTimeout bounds one ReadIndex round of the role loop.
+const roundTimeout = time.Second
+
+// roundCommit runs a ReadIndex round through the leader (raft's own
+// messages: no client URL is involved) and returns the applied index
+// before it and an upper bound of the leader's commit index as of the
+// round: a completed round means the leader's commit index when it began
+// is applied here, so it is at most the applied index after. The lag
+// leaderCommit−applied is therefore never less than the real one.
+func (r *roles) roundCommit(ctx context.Context) (applied, leaderCommit uint64, err error) {
+	applied = r.srv.AppliedIndex()
+	rctx, cancel := context.WithTimeout(ctx, roundTimeout)
+	defer cancel()
+	if err := r.srv.LinearizableReadNotify(rctx); err != nil {
+		return 0, 0, err
+	}
+	return applied, max(r.srv.AppliedIndex(), 1), nil
 }
 
 // readRecord reads the failover record from the replica's own store.

@@ -121,6 +121,7 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		}
 		via.Client = &http.Client{Transport: &http.Transport{TLSClientConfig: viaTLS, MaxIdleConnsPerHost: 4}}
 	}
+	roleState := newRoleStatus(lg.Named("role"), opts.Registerer)
 	front, err := readpath.New(readpath.Config{
 		TLS:                   frontTLS,
 		Server:                m.Server,
@@ -133,6 +134,7 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		ReadBatchMaxWait:      cfg.ReadBatchMaxWait,
 		Via:                   via,
 		Zone:                  cfg.Zone,
+		RoleState:             roleState.String,
 		Ready:                 readpath.ReadyConfig{MaxLag: cfg.ReadyMaxLag, MaxStaleness: cfg.ReadyStaleness()},
 		KeepAlive:             readpath.KeepAlive{MinTime: cfg.GRPCKeepAliveMinTime, Interval: cfg.GRPCKeepAliveInterval, Timeout: cfg.GRPCKeepAliveTimeout},
 	})
@@ -143,7 +145,7 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 	gate := &promotionGate{}
 	var r *roles
 	if cfg.Promotion.Role != promotion.RoleReader {
-		if r, err = newRoles(lg.Named("role"), cfg, m.Server, front.LastLeaderContact, gate, opts.Registerer); err != nil {
+		if r, err = newRoles(lg.Named("role"), cfg, m.Server, front.LastLeaderContact, gate, roleState, opts.Registerer); err != nil {
 			closeAll(listeners)
 			return err
 		}

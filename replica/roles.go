@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/etcdserver"
 	"go.uber.org/zap"
@@ -72,6 +74,7 @@ func newRoleMetrics(reg prometheus.Registerer) *roleMetrics {
 type roles struct {
 	lg   *zap.Logger
 	cfg  promotion.Config
+	join []string
 	srv  *etcdserver.EtcdServer
 	cli  *clientv3.Client
 	asOf func() time.Time
@@ -90,21 +93,55 @@ type roles struct {
 	lastView      membership.RaftStatus
 	viewAt        time.Time
 	viewAllActive bool
+	// lastRound is when the last ReadIndex round that completed began;
+	// failoverLikely: the last observation had a silent voter, a record
+	// or the lock, so a standby needs the leader's commit index.
+	lastRound      time.Time
+	failoverLikely bool
+	// status publishes what the core says it does, and why.
+	status *roleStatus
+	// endpoints are the client's endpoints as last set from the member
+	// list.
+	endpoints []string
+	// identity names the credential the client uses, for auth refusals.
+	identity string
+}
+
+// isAuthError tells whether err is the cluster's auth refusing a call.
+func isAuthError(err error) bool {
+	for _, e := range []error{rpctypes.ErrPermissionDenied, rpctypes.ErrUserEmpty, rpctypes.ErrInvalidAuthToken, rpctypes.ErrAuthFailed, rpctypes.ErrAuthOldRevision} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// credential names what the replica's clients authenticate with.
+func credential(cfg config.Replica) string {
+	if user, _ := cfg.Credentials(); user != "" {
+		return fmt.Sprintf("user %q (--user)", user)
+	}
+	if cfg.ClientTLS.CertFile == "" {
+		return "no user (neither --user nor a client certificate)"
+	}
+	pair, err := tls.LoadX509KeyPair(cfg.ClientTLS.CertFile, cfg.ClientTLS.KeyFile)
+	if err != nil || len(pair.Certificate) == 0 {
+		return fmt.Sprintf("the certificate %s (--cert-file)", cfg.ClientTLS.CertFile)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return fmt.Sprintf("the certificate %s (--cert-file)", cfg.ClientTLS.CertFile)
+	}
+	return fmt.Sprintf("user %q, the CN of its certificate %s (--cert-file)", leaf.Subject.CommonName, cfg.ClientTLS.CertFile)
 }
 
 // newRoles builds the role loop with its own long-lived client: its
 // endpoints start as --join plus every voter's client URLs and follow the
 // member list (auto-sync), so a dead voter that was the only --join
 // endpoint does not stop the failover.
-func newRoles(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, asOf func() time.Time, gate *promotionGate, reg prometheus.Registerer) (*roles, error) {
-	eps := slices.Clone(cfg.Join)
-	for _, m := range srv.Cluster().Members() {
-		if !m.IsLearner {
-			eps = append(eps, m.ClientURLs...)
-		}
-	}
-	slices.Sort(eps)
-	eps = slices.Compact(eps)
+func newRoles(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, asOf func() time.Time, gate *promotionGate, status *roleStatus, reg prometheus.Registerer) (*roles, error) {
+	eps := rolesEndpoints(cfg.Join, srv)
 	cliTLS, err := clientTLS(cfg.ClientTLS, eps)
 	if err != nil {
 		return nil, err
@@ -114,17 +151,48 @@ func newRoles(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, as
 		return nil, err
 	}
 	user, password := cfg.Credentials()
+	// Keep-alive pings find a connection whose peer went silent (a cut
+	// client URL), so that calls move to an endpoint that answers; etcd
+	// refuses pings more often than its --grpc-keepalive-min-time (5s).
 	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, TLS: cliTLS, DialTimeout: 5 * time.Second,
+		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 3 * time.Second,
 		AutoSyncInterval: rolesAutoSync, Username: user, Password: password,
 		Logger: lg.Named("client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))})
 	if err != nil {
 		return nil, fmt.Errorf("replica: roles: client for %v: %w", eps, err)
 	}
 	return &roles{
-		lg: lg, cfg: cfg.Promotion, srv: srv, cli: cli, asOf: asOf, gate: gate, m: newRoleMetrics(reg),
+		lg: lg, cfg: cfg.Promotion, join: cfg.Join, srv: srv, cli: cli, asOf: asOf, gate: gate, m: newRoleMetrics(reg),
 		decider:    promotion.NewDecider(cfg.Promotion),
 		leaderHTTP: httpClient(cliTLS), peerHTTP: httpClient(peerTLS),
+		failoverLikely: true, status: status, endpoints: eps, identity: credential(cfg),
 	}, nil
+}
+
+// rolesEndpoints are the --join endpoints and every voter's client URLs in
+// the replica's own (raft-replicated) member list: membership calls and
+// the lock go through whichever of them answers.
+func rolesEndpoints(join []string, srv *etcdserver.EtcdServer) []string {
+	eps := slices.Clone(join)
+	for _, m := range srv.Cluster().Members() {
+		if !m.IsLearner {
+			eps = append(eps, m.ClientURLs...)
+		}
+	}
+	slices.Sort(eps)
+	return slices.Compact(eps)
+}
+
+// followMembers points the client at the member list as it is now, without
+// a network call (the client's own auto-sync asks a voter, which may be
+// the one that is gone).
+func (r *roles) followMembers(join []string) {
+	eps := rolesEndpoints(join, r.srv)
+	if slices.Equal(eps, r.endpoints) {
+		return
+	}
+	r.endpoints = eps
+	r.cli.SetEndpoints(eps...)
 }
 
 func httpClient(c *tls.Config) *http.Client {
@@ -163,14 +231,18 @@ func (r *roles) run(ctx context.Context) {
 				lg = r.lg.Warn
 			}
 			lg("role: cannot observe the cluster; every hold starts over", zap.Error(err))
-			if a := r.decider.Blind(time.Now(), r.lock.held()); a.Kind != promotion.None {
+			a := r.decider.Blind(time.Now(), r.lock.held(), err)
+			r.status.set(r.decider.Status())
+			if a.Kind != promotion.None {
 				r.act(ctx, o, a)
 			}
 			continue
 		}
+		r.followMembers(r.join)
 		ok, _ := promotion.CaughtUp(r.cfg, o)
 		r.m.wouldPromote.Set(map[bool]float64{true: 1, false: 0}[ok && o.IsLearner])
 		a := r.decider.Step(o)
+		r.status.set(r.decider.Status())
 		if a.Kind != promotion.None {
 			r.act(ctx, o, a)
 		}
@@ -186,6 +258,10 @@ func (r *roles) act(ctx context.Context, o promotion.Observation, a promotion.Ac
 		lg = lg.With(zap.Stringer("failover", a.Record))
 	}
 	err := r.do(actx, lg, o, a)
+	if isAuthError(err) {
+		err = fmt.Errorf("%w: %w (the role loop acts as %s; the failover lock and membership changes need the root role)", promotion.ErrRefused, err, r.identity)
+		lg.Warn("refused by the cluster's auth", zap.Error(err))
+	}
 	if errors.Is(err, errFenced) {
 		// Not the owner any more, or someone else moved the failover on:
 		// let go, and start over from the record.
@@ -214,7 +290,7 @@ func (r *roles) do(ctx context.Context, lg *zap.Logger, o promotion.Observation,
 		if err := r.gate.promote(func() error { _, err := r.cli.MemberPromote(ctx, a.Target); return err }); err != nil {
 			r.m.promotions.WithLabelValues(string(r.cfg.Role), "error").Inc()
 			lg.Warn("promotion refused", zap.Error(err))
-			return err
+			return fmt.Errorf("MemberPromote %x: %w", a.Target, err)
 		}
 		r.m.promotions.WithLabelValues(string(r.cfg.Role), "ok").Inc()
 		lg.Info("promoted to voter", zap.Uint64("applied", o.Applied), zap.Uint64("leader-commit", o.LeaderCommit))
@@ -226,7 +302,7 @@ func (r *roles) do(ctx context.Context, lg *zap.Logger, o promotion.Observation,
 		if _, err := r.cli.MemberRemove(ctx, a.Target); err != nil {
 			r.m.removals.WithLabelValues("error").Inc()
 			lg.Warn("removing the dead voter failed; will retry", zap.String("voter", fmt.Sprintf("%x", a.Target)), zap.Error(err))
-			return err
+			return fmt.Errorf("MemberRemove %x: %w", a.Target, err)
 		}
 		r.m.removals.WithLabelValues("ok").Inc()
 		lg.Info("removed the dead voter it replaced", zap.String("voter", fmt.Sprintf("%x", a.Target)))
@@ -250,7 +326,7 @@ func (r *roles) do(ctx context.Context, lg *zap.Logger, o promotion.Observation,
 			return err
 		case !took:
 			lg.Debug("another standby holds the failover lock")
-			return errLockBusy
+			return promotion.ErrLockBusy
 		}
 		lg.Info("took the failover lock")
 	case promotion.ReleaseFailoverLock:

@@ -25,4 +25,10 @@ const (
 	// carrying ProbeKey. It also proves when the replica last heard from
 	// the leader.
 	FreshnessAgeKey = "understudy-freshness-age"
+
+	// RoleStateKey is the response header key under which a replica with
+	// --role standby or voter tells what its role loop is doing, and why
+	// ("waiting: hold 3.1s of 5s", "blocked: ..."), in answer to a request
+	// carrying ProbeKey. `replica status` shows it.
+	RoleStateKey = "understudy-role-state"
 )

@@ -83,16 +83,36 @@ func NewCerts(t TB) *Certs {
 // --client-cert-auth takes cn as the user name.
 func (c *Certs) ClientCert(t TB, cn string) (cert, key string) {
 	t.Helper()
+	return c.issue(t, &x509.Certificate{
+		Subject: pkix.Name{CommonName: cn}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, cn)
+}
+
+// MemberCert writes a certificate for common name cn that serves and
+// dials as the cluster's own does (127.0.0.1, both usages), and returns its
+// certificate and key files: a member whose user, with --client-cert-auth,
+// is cn rather than root.
+func (c *Certs) MemberCert(t TB, cn string) (cert, key string) {
+	t.Helper()
+	return c.issue(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}, cn+"-member")
+}
+
+// issue signs tmpl (a day's validity and a serial are set here) with a new
+// key and writes NAME-cert.pem and NAME-key.pem.
+func (c *Certs) issue(t TB, tmpl *x509.Certificate, name string) (cert, key string) {
+	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
+	tmpl.SerialNumber = big.NewInt(time.Now().UnixNano())
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.ca, &k.PublicKey, c.caKey)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +121,7 @@ func (c *Certs) ClientCert(t TB, cn string) (cert, key string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, key = filepath.Join(c.dir, cn+"-cert.pem"), filepath.Join(c.dir, cn+"-key.pem")
+	cert, key = filepath.Join(c.dir, name+"-cert.pem"), filepath.Join(c.dir, name+"-key.pem")
 	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
