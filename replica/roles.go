@@ -24,11 +24,6 @@ import (
 // roleInterval is how often the role loop observes the cluster.
 const roleInterval = 200 * time.Millisecond
 
-// rolesAutoSync is how often the roles' client refreshes its endpoints
-// from the member list, so that membership calls follow the cluster, not
-// the --join list.
-const rolesAutoSync = 10 * time.Second
-
 type roleMetrics struct {
 	lag          prometheus.Gauge
 	sinceLeader  prometheus.Gauge
@@ -137,9 +132,9 @@ func credential(cfg config.Replica) string {
 }
 
 // newRoles builds the role loop with its own long-lived client: its
-// endpoints start as --join plus every voter's client URLs and follow the
-// member list (auto-sync), so a dead voter that was the only --join
-// endpoint does not stop the failover.
+// endpoints are --join plus every voter's client URLs and follow the
+// replica's own member list (followMembers), so a dead or unreachable voter
+// that was the only --join endpoint does not stop the failover.
 func newRoles(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, asOf func() time.Time, gate *promotionGate, status *roleStatus, reg prometheus.Registerer) (*roles, error) {
 	eps := rolesEndpoints(cfg.Join, srv)
 	cliTLS, err := clientTLS(cfg.ClientTLS, eps)
@@ -156,7 +151,7 @@ func newRoles(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, as
 	// refuses pings more often than its --grpc-keepalive-min-time (5s).
 	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, TLS: cliTLS, DialTimeout: 5 * time.Second,
 		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 3 * time.Second,
-		AutoSyncInterval: rolesAutoSync, Username: user, Password: password,
+		Username: user, Password: password,
 		Logger: lg.Named("client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))})
 	if err != nil {
 		return nil, fmt.Errorf("replica: roles: client for %v: %w", eps, err)
