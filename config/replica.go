@@ -60,11 +60,14 @@ type Replica struct {
 	// back; 0 holds no round back.
 	ReadBatchMaxWait time.Duration
 	// ReadIndexVia lists client URLs of other replicas of the cluster to
-	// obtain read indexes from, so that replicas share ReadIndex rounds;
-	// empty: the replica's own rounds through the leader.
+	// obtain read indexes from, so that replicas share ReadIndex rounds
+	// for strong reads; each must be a client URL a member advertises
+	// (others are refused: docs/trust-model.md); empty: the replica's own
+	// rounds through the leader.
 	ReadIndexVia []string
-	// ReadIndexViaTimeout bounds a request to them; then the replica does
-	// its own round.
+	// ReadIndexViaTimeout bounds a request to them, and then the wait
+	// until their index is applied here; past either, the replica does
+	// its own round and keeps away from that hub for a back-off.
 	ReadIndexViaTimeout time.Duration
 
 	// SkipPeerURLCheck skips the check, on first start, that
@@ -220,8 +223,8 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.DurationVar(&cfg.FreshnessIdleInterval, "freshness-idle-interval", cfg.FreshnessIdleInterval, "Period of the freshness rounds while no bounded read has come for 5s, so that an idle replica costs the leader almost nothing (0: always --freshness-interval).")
 	fs.DurationVar(&cfg.ReadBatchInterval, "read-batch-interval", cfg.ReadBatchInterval, "Least time between two ReadIndex rounds through the leader. Strong and bounded reads arriving meanwhile share the next round: longer means less leader work per read and at most this much more latency; 0 runs rounds back to back.")
 	fs.DurationVar(&cfg.ReadBatchMaxWait, "read-batch-max-wait", cfg.ReadBatchMaxWait, "Most time a strong or bounded read waits for its ReadIndex round to start while the round is held for the other readers coming back (the number that waited at once in the last round): rounds then carry whole client populations, and the leader pays for fewer; 0 starts a round as soon as a read asks and --read-batch-interval allows.")
-	fs.Var((*list)(&cfg.ReadIndexVia), "read-index-via", "Comma-separated client URLs of other replicas of this cluster to obtain read indexes from, instead of a ReadIndex round of this replica's own: replicas in one place then share rounds, and the leader pays for those of the replicas named only. Reads stay linearizable: the named replica answers after a round that started after the request. Empty: own rounds.")
-	fs.DurationVar(&cfg.ReadIndexViaTimeout, "read-index-via-timeout", cfg.ReadIndexViaTimeout, "Time to wait for a --read-index-via replica's answer; then the replica does its own round through the leader, and keeps to its own rounds for a second.")
+	fs.Var((*list)(&cfg.ReadIndexVia), "read-index-via", "Comma-separated client URLs of other replicas of this cluster to obtain read indexes from for strong reads, instead of a ReadIndex round of this replica's own: replicas in one place then share rounds. Reads stay linearizable: the named replica answers after a round that started after the request. Each must be a client URL that a member of this cluster advertises (etcdctl member list); an answer is used only if it names that member. Bounded reads, freshness and leader contact still come from own rounds. Empty: own rounds.")
+	fs.DurationVar(&cfg.ReadIndexViaTimeout, "read-index-via-timeout", cfg.ReadIndexViaTimeout, "Time to wait for a --read-index-via replica's answer, and then for its index to be applied here; past either, the replica does its own round through the leader and keeps away from that hub for a back-off (1s, doubling while it keeps failing, up to 32s). A hub that answers in more than half this time 3 times in a row is dropped too.")
 	fs.BoolVar(&cfg.SkipPeerURLCheck, "skip-peer-url-check", cfg.SkipPeerURLCheck, "Do not check, on first start, that --initial-advertise-peer-urls lead back to this replica (only for hosts that cannot reach their own advertised address).")
 	fs.UintVar(&cfg.HeartbeatMs, "heartbeat-interval", cfg.HeartbeatMs, "Raft heartbeat interval in ms; use the voters' value.")
 	fs.UintVar(&cfg.ElectionMs, "election-timeout", cfg.ElectionMs, "Raft election timeout in ms; use the voters' value.")

@@ -20,16 +20,27 @@ import (
 // that started after it arrived, then reads locally. Every read waiting when
 // a round starts shares it, and rounds start at most every minGap, so the
 // leader pays for rounds, not reads — the lever DESIGN.md measured.
+//
+// A round is the replica's own (a ReadIndex through the leader) or, with
+// via set (--read-index-via), may be a hub's read index applied here. Both
+// serve strong reads: the hub's round started after the request. Only own
+// rounds move AsOf and tell leader contact: a hub's answer is another
+// process's word, and a bound on staleness is never proved by it. So a
+// round is own when a background round is due or a bounded read waits for
+// it; otherwise (only strong reads wait) it may go through a hub.
 type Freshness struct {
 	lg       *zap.Logger
 	clock    clockwork.Clock
 	round    func(context.Context) error
 	interval time.Duration
 	timeout  time.Duration
-	observe  func(d time.Duration, err error)
+	observe  func(d time.Duration, own bool, err error)
 	batch    batchPolicy
-	// shared, if set, tells whether the next round will be a hub's
-	// (--read-index-via), which batches on its side.
+	// via, if set, does a round through a hub (--read-index-via); it
+	// reports own when it fell back to an own round.
+	via func(context.Context) (own bool, err error)
+	// shared, if set, tells whether a round through via will ask a hub
+	// (which batches on its side) rather than fall back at once.
 	shared func() bool
 
 	// idleInterval, if more than interval, is the period of rounds while
@@ -52,6 +63,12 @@ type Freshness struct {
 		// at inFlightStart.
 		started, completed, finished uint64
 		inFlightStart                time.Time
+		// inFlightOwn: the round in flight is an own round, which
+		// moves asOf if it succeeds.
+		inFlightOwn bool
+		// ownWanted: a read waiting for round started+1 needs it to be
+		// an own round (a bounded read).
+		ownWanted bool
 		// failedAt is when the last round failed, if the last failed.
 		failedAt time.Time
 		// changed is closed, and replaced, whenever a round ends.
@@ -76,8 +93,8 @@ const idleAfter = 5 * time.Second
 // EtcdServer.LinearizableReadNotify: a ReadIndex through the leader, then a
 // wait until it is applied here). A round runs every interval, and on demand
 // no sooner than minGap after the previous one. observe, if not nil, is told
-// each round's duration and outcome.
-func NewFreshness(lg *zap.Logger, clock clockwork.Clock, interval, minGap, timeout time.Duration, round func(context.Context) error, observe func(time.Duration, error)) *Freshness {
+// each round's duration, whether it was an own round, and its outcome.
+func NewFreshness(lg *zap.Logger, clock clockwork.Clock, interval, minGap, timeout time.Duration, round func(context.Context) error, observe func(d time.Duration, own bool, err error)) *Freshness {
 	f := &Freshness{lg: lg, clock: clock, round: round, interval: interval, timeout: timeout, observe: observe, kick: make(chan struct{}, 1)}
 	f.batch.minGap = minGap
 	f.mu.changed = make(chan struct{})
@@ -102,11 +119,11 @@ func (f *Freshness) Age() time.Duration {
 }
 
 // WaitFresh returns once the local store is known fresh as of need or later,
-// asking for rounds as needed, or with ctx's error.
+// asking for own rounds as needed, or with ctx's error.
 func (f *Freshness) WaitFresh(ctx context.Context, need time.Time) error {
-	return f.wait(ctx,
+	return f.wait(ctx, true,
 		func() bool { return !f.mu.asOf.Before(need) },
-		func() bool { return !f.mu.inFlightStart.Before(need) })
+		func() bool { return f.mu.inFlightOwn && !f.mu.inFlightStart.Before(need) })
 }
 
 // WaitRound returns once a round that started after the call has completed:
@@ -117,7 +134,7 @@ func (f *Freshness) WaitRound(ctx context.Context) error {
 	f.mu.Lock()
 	target := f.mu.started + 1
 	f.mu.Unlock()
-	return f.wait(ctx,
+	return f.wait(ctx, false,
 		func() bool { return f.mu.completed >= target },
 		func() bool { return f.mu.started >= target })
 }
@@ -155,8 +172,8 @@ func (f *Freshness) Waiting() int {
 // wait returns once done holds, or with ctx's error. done, and covered
 // (would the round in flight, if it succeeds, make done hold), are called
 // with mu held. A read not covered by the round in flight registers for
-// the next round and tells the loop.
-func (f *Freshness) wait(ctx context.Context, done, covered func() bool) error {
+// the next round, which must be an own round if own, and tells the loop.
+func (f *Freshness) wait(ctx context.Context, own bool, done, covered func() bool) error {
 	var reg uint64 // the round this read registered for; 0 if none
 	f.mu.Lock()
 	f.mu.waiting++
@@ -185,6 +202,9 @@ func (f *Freshness) wait(ctx context.Context, done, covered func() bool) error {
 			}
 			f.mu.pending++
 		}
+		if own && reg == f.mu.started+1 {
+			f.mu.ownWanted = true
+		}
 		changed := f.mu.changed
 		f.mu.Unlock()
 		if register {
@@ -203,21 +223,26 @@ func (f *Freshness) wait(ctx context.Context, done, covered func() bool) error {
 
 // begin numbers a new round and notes when it starts; it must happen
 // before the round's ReadIndex is requested. Every pending read is the
-// new round's.
-func (f *Freshness) begin() (uint64, time.Time) {
+// new round's. The round may go through a hub (shared) unless it must be
+// own: wantOwn (a background round), or a bounded read waits for it.
+func (f *Freshness) begin(wantOwn bool) (n uint64, start time.Time, shared bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.mu.started++
 	f.mu.inFlightStart = f.clock.Now()
+	shared = f.via != nil && !wantOwn && !f.mu.ownWanted
+	f.mu.inFlightOwn = !shared
+	f.mu.ownWanted = false
 	f.mu.pending, f.mu.oldest = 0, time.Time{}
 	f.mu.peak = f.mu.waiting
-	return f.mu.started, f.mu.inFlightStart
+	return f.mu.started, f.mu.inFlightStart, shared
 }
 
 // finish records the end of round n, which started at start: if it
-// succeeded, the store is fresh as of start. Waiters re-examine either way:
+// succeeded, strong reads waiting for it may read, and if it was an own
+// round, the store is fresh as of start. Waiters re-examine either way:
 // those a failed round would have served register for the next.
-func (f *Freshness) finish(n uint64, start time.Time, err error) {
+func (f *Freshness) finish(n uint64, start time.Time, own bool, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.mu.finished = n
@@ -226,7 +251,7 @@ func (f *Freshness) finish(n uint64, start time.Time, err error) {
 	} else {
 		f.mu.failedAt = time.Time{}
 		f.mu.completed = max(f.mu.completed, n)
-		if start.After(f.mu.asOf) {
+		if own && start.After(f.mu.asOf) {
 			f.mu.asOf = start
 		}
 	}
@@ -244,7 +269,8 @@ func (f *Freshness) batchState(now, lastStart time.Time, due bool) batchState {
 		// once would only spin.
 		lastStart = later(lastStart, f.mu.failedAt.Add(roundRetryGap-f.batch.minGap))
 	}
-	return batchState{now: now, lastStart: lastStart, due: due, shared: f.shared != nil && f.shared(),
+	shared := f.via != nil && f.shared != nil && !due && !f.mu.ownWanted && f.shared()
+	return batchState{now: now, lastStart: lastStart, due: due, shared: shared,
 		pending: f.mu.pending, oldest: f.mu.oldest, peak: f.mu.peak}
 }
 
@@ -266,10 +292,11 @@ func (f *Freshness) Run(ctx context.Context) {
 	nextDue := f.clock.Now().Add(f.period())
 	for {
 		now := f.clock.Now()
-		d := f.batch.next(f.batchState(now, last, !now.Before(nextDue)))
+		due := !now.Before(nextDue)
+		d := f.batch.next(f.batchState(now, last, due))
 		if d.start {
 			last = now
-			f.Round(ctx)
+			f.doRound(ctx, due)
 			if ctx.Err() != nil {
 				return
 			}
@@ -292,20 +319,29 @@ func (f *Freshness) Run(ctx context.Context) {
 	}
 }
 
-// Round does one ReadIndex round and, if it completes, moves AsOf to the
-// time it started.
-func (f *Freshness) Round(ctx context.Context) {
-	n, start := f.begin()
+// Round does one own ReadIndex round and, if it completes, moves AsOf to
+// the time it started.
+func (f *Freshness) Round(ctx context.Context) { f.doRound(ctx, true) }
+
+// doRound does one round, an own one if wantOwn or a bounded read waits
+// for it, else possibly through a hub.
+func (f *Freshness) doRound(ctx context.Context, wantOwn bool) {
+	n, start, shared := f.begin(wantOwn)
 	rctx, cancel := context.WithTimeout(ctx, f.timeout)
-	err := f.round(rctx)
+	own, err := true, error(nil)
+	if shared {
+		own, err = f.via(rctx)
+	} else {
+		err = f.round(rctx)
+	}
 	cancel()
 	if f.observe != nil {
-		f.observe(f.clock.Since(start), err)
+		f.observe(f.clock.Since(start), own, err)
 	}
 	if err != nil {
 		if ctx.Err() == nil {
 			f.lg.Debug("freshness round failed", zap.Error(err))
 		}
 	}
-	f.finish(n, start, err)
+	f.finish(n, start, own, err)
 }

@@ -64,3 +64,31 @@ func (m *Metrics) observeRound(seconds float64, err error) {
 	}
 	m.readIndex.WithLabelValues(outcome).Observe(seconds)
 }
+
+// viaMetrics are the metrics of rounds through hubs (--read-index-via).
+type viaMetrics struct {
+	rounds     *prometheus.CounterVec
+	rejections *prometheus.CounterVec
+}
+
+// newViaMetrics creates them and registers them on reg (nil: none);
+// avoided is read at scrape time.
+func newViaMetrics(reg prometheus.Registerer, avoided func() float64) *viaMetrics {
+	m := &viaMetrics{
+		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "understudy", Subsystem: "replica", Name: "read_index_rounds_total",
+			Help: "ReadIndex rounds by where the read index came from: via (another replica, --read-index-via) or own (the leader; also after a hub failed or was refused).",
+		}, []string{"source"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "understudy", Subsystem: "replica", Name: "read_index_via_rejections_total",
+			Help: "Read indexes from a --read-index-via hub that were not used, by reason (not_member, wrong_member, wrong_cluster, stale_term, index_behind, catch_up, slow, unreachable, refused, unauthorized, no_token, malformed, tls_unverified, no_leader_contact).",
+		}, []string{"reason"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.rounds, m.rejections, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "understudy", Subsystem: "replica", Name: "read_index_via_hubs_avoided",
+			Help: "--read-index-via hubs this replica keeps away from now (backing off after a failed, refused or slow answer).",
+		}, avoided))
+	}
+	return m
+}

@@ -182,25 +182,23 @@ func New(cfg Config) (*Front, error) {
 	f := &Front{lg: cfg.Logger, s: s, tls: cfg.TLS}
 	var m *Metrics
 	f.contact = NewLeaderContact(cfg.Clock, etcdContactSample(cfg.Gatherer, s.Lead))
-	round, shared := s.LinearizableReadNotify, func() bool { return false }
-	if len(cfg.Via.URLs) > 0 {
-		v := newViaRounds(cfg.Logger.Named("via"), cfg.Via, cfg.Clock, clusterHex(uint64(s.Cluster().ID())), s.LinearizableReadNotify, s.ApplyWait, cfg.Registerer)
-		round, shared = v.round, v.useHub
-	}
-	f.fresh = NewFreshness(cfg.Logger, cfg.Clock, cfg.FreshnessInterval, cfg.ReadBatchInterval, s.Cfg.ReqTimeout(), round,
-		func(d time.Duration, err error) {
+	election := time.Duration(s.Cfg.TickMs) * time.Duration(s.Cfg.ElectionTicks) * time.Millisecond
+	f.fresh = NewFreshness(cfg.Logger, cfg.Clock, cfg.FreshnessInterval, cfg.ReadBatchInterval, s.Cfg.ReqTimeout(), s.LinearizableReadNotify,
+		func(d time.Duration, own bool, err error) {
 			m.observeRound(d.Seconds(), err)
-			if err == nil { // the leader answered a round that started d ago
+			if own && err == nil { // the leader answered a round that started d ago
 				f.contact.Heard(cfg.Clock.Now().Add(-d))
 			}
 		})
+	if len(cfg.Via.URLs) > 0 {
+		v := newViaRounds(cfg.Logger.Named("via"), cfg.Via, cfg.Clock, etcdViaLocal(s, f.contact, election), s.LinearizableReadNotify, cfg.Registerer)
+		f.fresh.via, f.fresh.shared = v.round, v.useHub
+	}
 	f.fresh.idleInterval = cfg.FreshnessIdleInterval
 	f.fresh.batch.maxWait = cfg.ReadBatchMaxWait
-	f.fresh.shared = shared
 	m = NewMetrics(cfg.Registerer, func() float64 { return min(f.fresh.Age().Seconds(), math.MaxInt32) })
 	f.m = m
 
-	election := time.Duration(s.Cfg.TickMs) * time.Duration(s.Cfg.ElectionTicks) * time.Millisecond
 	lw := newLeaderWatch(f.contact, cfg.Clock, election)
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unaryInterceptor(lw, m, cfg.Zone, cfg.RoleState, func() time.Duration { return f.fresh.Age() })),
@@ -240,7 +238,9 @@ func New(cfg Config) (*Front, error) {
 	ready := &readiness{cfg: cfg.Ready, election: election, contact: f.contact, fresh: f.fresh,
 		applied: func() (uint64, uint64) { return s.AppliedIndex(), s.CommittedIndex() }}
 	mux := clientMux(cfg.Logger, s, gw, ready)
-	mux.Handle(PathReadIndex, readIndexHandler(f.fresh, func() string { return clusterHex(uint64(s.Cluster().ID())) }, s.AppliedIndex, s.Cfg.ReqTimeout()))
+	mux.Handle(PathReadIndex, readIndexHandler(f.fresh, func() readIndexAnswer {
+		return readIndexAnswer{Cluster: clusterHex(uint64(s.Cluster().ID())), Member: clusterHex(uint64(s.MemberID())), Term: s.Term(), Index: s.AppliedIndex()}
+	}, authorizeRead(s), s.Cfg.ReqTimeout()))
 	f.clientMux = mux
 	f.metricsMux = metricsMux(cfg.Logger, s, ready)
 
@@ -306,4 +306,28 @@ func (w *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	w.m.watchers.Inc()
 	defer w.m.watchers.Dec()
 	return w.WatchServer.Watch(stream)
+}
+
+// etcdViaLocal is what a replica's own member knows, for rounds through
+// hubs: the cluster and its member list (replicated by raft), its term,
+// commit index and applied index, and whether its raft heard from the
+// leader within an election timeout.
+func etcdViaLocal(s *etcdserver.EtcdServer, contact *LeaderContact, election time.Duration) viaLocal {
+	return viaLocal{
+		cluster: clusterHex(uint64(s.Cluster().ID())),
+		members: func() []hubMember {
+			ms := s.Cluster().Members()
+			out := make([]hubMember, 0, len(ms))
+			for _, m := range ms {
+				if m.ID != s.MemberID() {
+					out = append(out, hubMember{ID: uint64(m.ID), ClientURLs: m.ClientURLs})
+				}
+			}
+			return out
+		},
+		term:      s.Term,
+		committed: s.CommittedIndex,
+		applyWait: s.ApplyWait,
+		contact:   func() bool { return contact.HeardWithin(election) },
+	}
 }

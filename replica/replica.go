@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -120,6 +121,18 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 			return err
 		}
 		via.Client = &http.Client{Transport: &http.Transport{TLSClientConfig: viaTLS, MaxIdleConnsPerHost: 4}}
+		if user != "" { // a hub with auth on wants a token (or the client certificate's user)
+			via.Token = func(ctx context.Context) (string, error) {
+				resp, err := cli.Auth.Authenticate(ctx, user, password)
+				if errors.Is(err, rpctypes.ErrAuthNotEnabled) {
+					return "", nil
+				}
+				if err != nil {
+					return "", fmt.Errorf("replica: logging in as --user %s for --read-index-via: %w", user, err)
+				}
+				return resp.Token, nil
+			}
+		}
 	}
 	roleState := newRoleStatus(lg.Named("role"), opts.Registerer)
 	front, err := readpath.New(readpath.Config{
