@@ -8,8 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -27,6 +25,21 @@ var (
 	ErrNameTaken = errors.New("learner: another member has this name")
 	// ErrNotReady means the learner did not catch up within the join timeout.
 	ErrNotReady = errors.New("learner: not ready within --join-timeout")
+	// ErrPeerURLsTaken means a member that has started holds this
+	// replica's peer URLs while its data dir holds no member: the data dir
+	// was lost, or the URLs are another member's.
+	ErrPeerURLsTaken = errors.New("learner: --initial-advertise-peer-urls belong to a member already")
+	// ErrForeignDataDir means the data dir holds a member of another
+	// cluster than the one --join reaches.
+	ErrForeignDataDir = errors.New("learner: --data-dir belongs to another cluster")
+	// ErrRemovedMember means the data dir holds a member the cluster no
+	// longer lists.
+	ErrRemovedMember = errors.New("learner: --data-dir holds a removed member")
+	// ErrOtherMembersDataDir means the data dir holds a member of this
+	// cluster under another name: a copy of another replica's data dir.
+	ErrOtherMembersDataDir = errors.New("learner: --data-dir holds another member")
+	// ErrJoinNotEtcd means no etcd cluster answered on the --join URLs.
+	ErrJoinNotEtcd = errors.New("learner: --join does not reach an etcd cluster")
 )
 
 // Membership is the part of clientv3.Cluster the join needs.
@@ -49,21 +62,14 @@ type Joined struct {
 	Added bool
 }
 
-// HasData reports whether dataDir already holds an etcd member, in which case
-// the replica restarts as that member and adds nothing.
-func HasData(dataDir string) bool {
-	_, err := os.Stat(filepath.Join(dataDir, "member", "wal"))
-	return err == nil
-}
-
-// Join adds a learner with peerURLs to the cluster, or finds the entry a
-// previous, interrupted attempt added (same peer URLs, never started). The
-// "unhealthy cluster" refusal etcd gives right after a voter starts or
-// restarts is retried with backoff until ctx ends.
-func Join(ctx context.Context, lg *zap.Logger, m Membership, name string, peerURLs []string) (Joined, error) {
+// Join adds self as a learner, or finds the entry a previous, interrupted
+// attempt added (same peer URLs, never started). The "unhealthy cluster"
+// refusal etcd gives right after a voter starts or restarts is retried with
+// backoff until ctx ends.
+func Join(ctx context.Context, lg *zap.Logger, m Membership, self Self) (Joined, error) {
 	backoff := 100 * time.Millisecond
 	for {
-		j, err := joinOnce(ctx, m, name, peerURLs)
+		j, err := joinOnce(ctx, m, self)
 		if err == nil || !retryable(err) {
 			return j, err
 		}
@@ -77,39 +83,94 @@ func Join(ctx context.Context, lg *zap.Logger, m Membership, name string, peerUR
 	}
 }
 
-func joinOnce(ctx context.Context, m Membership, name string, peerURLs []string) (Joined, error) {
+func joinOnce(ctx context.Context, m Membership, self Self) (Joined, error) {
 	list, err := m.MemberList(ctx)
 	if err != nil {
 		return Joined{}, fmt.Errorf("learner: list members: %w", err)
 	}
+	name, peerURLs := self.Name, self.PeerURLs
 	for _, mem := range list.Members {
-		if mem.Name == name && !samePeers(mem.PeerURLs, peerURLs) {
+		if mem.Name == name && !SamePeerURLs(mem.PeerURLs, peerURLs) {
 			return Joined{}, fmt.Errorf("%w: %q (ID %x, peer URLs %s); pick another --name",
 				ErrNameTaken, name, mem.ID, strings.Join(mem.PeerURLs, ","))
 		}
-		if samePeers(mem.PeerURLs, peerURLs) {
-			if mem.Name != "" && mem.Name != name {
-				return Joined{}, fmt.Errorf("learner: peer URLs %s belong to member %q (ID %x); use its name or other --initial-advertise-peer-urls",
-					strings.Join(peerURLs, ","), mem.Name, mem.ID)
-			}
+		if SamePeerURLs(mem.PeerURLs, peerURLs) {
 			if mem.Name == "" && mem.IsLearner {
 				// Added by an attempt that never started: take it over.
 				return Joined{ID: mem.ID, InitialCluster: initialCluster(list.Members, mem.ID, name), Added: true}, nil
 			}
+			return Joined{}, peerURLsTaken(self, mem)
 		}
 	}
 	resp, err := m.MemberAddAsLearner(ctx, peerURLs)
-	if err != nil {
-		if errors.Is(err, rpctypes.ErrTooManyLearners) || strings.Contains(err.Error(), rpctypes.ErrTooManyLearners.Error()) {
-			return Joined{}, ErrTooManyLearners
+	switch {
+	case err == nil:
+		return Joined{ID: resp.Member.ID, InitialCluster: initialCluster(resp.Members, resp.Member.ID, name), Added: true}, nil
+	case isErr(err, rpctypes.ErrMemberNotFound):
+		// etcd derives a new member's ID from its peer URLs and the
+		// current second: added again within the second of a removal,
+		// it gets the removed ID and is refused. The next second works.
+		return Joined{}, fmt.Errorf("%w: %v", errRemovedThisSecond, err)
+	case isErr(err, rpctypes.ErrTooManyLearners):
+		return Joined{}, tooManyLearners(self, list.Members)
+	case isErr(err, rpctypes.ErrPeerURLExist):
+		// Some of the URLs, not all: find who holds them.
+		for _, mem := range list.Members {
+			if slices.ContainsFunc(mem.PeerURLs, func(u string) bool { return slices.Contains(peerURLs, u) }) {
+				return Joined{}, peerURLsTaken(self, mem)
+			}
 		}
-		return Joined{}, fmt.Errorf("learner: add as learner: %w", err)
 	}
-	return Joined{ID: resp.Member.ID, InitialCluster: initialCluster(resp.Members, resp.Member.ID, name), Added: true}, nil
+	return Joined{}, fmt.Errorf("learner: add as learner: %w", err)
 }
 
+// peerURLsTaken says what to do when mem, which has started (or is a
+// voter), holds self's peer URLs.
+func peerURLsTaken(self Self, mem *etcdserverpb.Member) error {
+	who := fmt.Sprintf("member %q (ID %x)", mem.Name, mem.ID)
+	if mem.Name == "" {
+		who = fmt.Sprintf("member %x (never started)", mem.ID)
+	}
+	target := mem.Name
+	if target == "" || target != self.Name {
+		target = fmt.Sprintf("%x", mem.ID)
+	}
+	remove := fmt.Sprintf("`replica leave --endpoints %s %s`", joinList(self.Join), target)
+	if !mem.IsLearner {
+		remove = fmt.Sprintf("`etcdctl --endpoints %s member remove %x` (a voter: it changes the quorum)", joinList(self.Join), mem.ID)
+	}
+	return fmt.Errorf("%w: %s at %s, and --data-dir %s holds no member. If that member is this replica and its data dir was lost, run %s and start again (it joins as a new learner); otherwise give other --initial-advertise-peer-urls",
+		ErrPeerURLsTaken, who, strings.Join(mem.PeerURLs, ","), self.DataDir, remove)
+}
+
+// tooManyLearners names the learners that never started (no name) when
+// there are any: entries a first start left behind when it crashed.
+func tooManyLearners(self Self, members []*etcdserverpb.Member) error {
+	var stale []string
+	for _, m := range members {
+		if m.IsLearner && m.Name == "" {
+			stale = append(stale, fmt.Sprintf("%x at %s", m.ID, strings.Join(m.PeerURLs, ",")))
+		}
+	}
+	if len(stale) == 0 {
+		return ErrTooManyLearners
+	}
+	return fmt.Errorf("%w. %d of the learners never started (no name): %s; a first start that crashed leaves such an entry, and starting that replica again with the same peer URLs reuses it. If no replica is starting there, remove it with `replica leave --endpoints %s ID`",
+		ErrTooManyLearners, len(stale), strings.Join(stale, "; "), joinList(self.Join))
+}
+
+func joinList(join []string) string { return strings.Join(join, ",") }
+
+func isErr(err, target error) bool {
+	return errors.Is(err, target) || strings.Contains(err.Error(), target.Error())
+}
+
+// errRemovedThisSecond is a refused add at peer URLs whose member was
+// removed in the same second.
+var errRemovedThisSecond = errors.New("learner: a member at these peer URLs was removed this second")
+
 func retryable(err error) bool {
-	return errors.Is(err, rpctypes.ErrUnhealthy) || strings.Contains(err.Error(), rpctypes.ErrUnhealthy.Error())
+	return isErr(err, rpctypes.ErrUnhealthy) || errors.Is(err, errRemovedThisSecond)
 }
 
 // initialCluster lists every member by its peer URLs. Members that never
@@ -131,7 +192,8 @@ func initialCluster(members []*etcdserverpb.Member, self uint64, name string) st
 	return strings.Join(parts, ",")
 }
 
-func samePeers(a, b []string) bool {
+// SamePeerURLs reports whether a and b hold the same URLs in any order.
+func SamePeerURLs(a, b []string) bool {
 	a, b = slices.Clone(a), slices.Clone(b)
 	slices.Sort(a)
 	slices.Sort(b)
@@ -142,7 +204,7 @@ func samePeers(a, b []string) bool {
 // that never became healthy undoes its own join.
 func Remove(ctx context.Context, m Membership, id uint64) error {
 	_, err := m.MemberRemove(ctx, id)
-	if err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) && !strings.Contains(err.Error(), rpctypes.ErrMemberNotFound.Error()) {
+	if err != nil && !isErr(err, rpctypes.ErrMemberNotFound) {
 		return fmt.Errorf("learner: remove member %x: %w", id, err)
 	}
 	return nil

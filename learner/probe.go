@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // ErrPeerURLUnreachable means a learner's advertised peer URL does not lead
@@ -49,4 +52,27 @@ func probeOnce(ctx context.Context, client *http.Client, url, cluster string) er
 		return fmt.Errorf("answered by cluster %q, not this cluster %q (another process on that address?)", got, cluster)
 	}
 	return nil
+}
+
+// Cluster is the cluster the --join URLs reach: its ID and members.
+type Cluster struct {
+	ID      uint64
+	Members []*etcdserverpb.Member
+}
+
+// ProbeJoin asks join for the member list, from any member and without a
+// leader (a serializable list), within the time ctx allows, and returns the
+// cluster that answered. Where no etcd answers (a web server, nothing, a
+// process that accepts and never answers) it fails when ctx ends, naming
+// --join, rather than a join that waits out --join-timeout.
+func ProbeJoin(ctx context.Context, m Membership, join []string) (Cluster, error) {
+	resp, err := m.MemberList(ctx, clientv3.WithSerializable())
+	if err != nil {
+		return Cluster{}, fmt.Errorf("%w: no etcd member answered MemberList on --join %s: %v; give the client URLs of the cluster's members (etcd's --advertise-client-urls)",
+			ErrJoinNotEtcd, joinList(join), err)
+	}
+	if resp.Header == nil || resp.Header.ClusterId == 0 {
+		return Cluster{}, fmt.Errorf("%w: --join %s answered MemberList without a cluster ID", ErrJoinNotEtcd, joinList(join))
+	}
+	return Cluster{ID: resp.Header.ClusterId, Members: resp.Members}, nil
 }

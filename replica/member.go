@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -15,6 +16,57 @@ import (
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/learner"
 )
+
+// joinProbeTimeout bounds the check that --join reaches an etcd cluster.
+const joinProbeTimeout = 5 * time.Second
+
+// prepare checks, before anything listens or is added, that --join is an
+// etcd cluster other than this replica and that the data dir belongs to
+// it. A data dir holding a learner that never started (a first start that
+// crashed after the add) is emptied, and its entry removed unless a join
+// with these peer URLs takes it over.
+func prepare(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv3.Client) error {
+	if err := joinsItself(cfg); err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, joinProbeTimeout)
+	defer cancel()
+	cl, err := learner.ProbeJoin(pctx, cli.Cluster, cfg.Join)
+	if err != nil {
+		return fmt.Errorf("replica: %w", err)
+	}
+	stored, held, err := learner.ReadDataDir(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("replica: %w", err)
+	}
+	verdict, err := learner.CheckDataDir(self(cfg), stored, held, cl.ID, cl.Members)
+	if err != nil {
+		return fmt.Errorf("replica: %w", err)
+	}
+	if verdict != learner.VerdictDiscard {
+		return nil
+	}
+	lg.Warn("the data dir holds a learner that never started (the cluster lists it without a name); dropping the data dir and joining again",
+		zap.String("data-dir", cfg.DataDir), zap.String("member-id", fmt.Sprintf("%x", stored.ID)))
+	if err := os.RemoveAll(filepath.Join(cfg.DataDir, "member")); err != nil {
+		return fmt.Errorf("replica: --data-dir %s: dropping the data of learner %x that never started: %w", cfg.DataDir, stored.ID, err)
+	}
+	for _, m := range cl.Members {
+		if m.ID == stored.ID && !learner.SamePeerURLs(m.PeerURLs, cfg.AdvertisePeerURLs) {
+			// Not this replica's peer URLs any more: the join adds anew.
+			if err := learner.Remove(ctx, cli.Cluster, m.ID); err != nil {
+				return fmt.Errorf("replica: %w", err)
+			}
+			lg.Info("removed the entry of the learner that never started", zap.String("member-id", fmt.Sprintf("%x", m.ID)),
+				zap.Strings("its-peer-urls", m.PeerURLs))
+		}
+	}
+	return nil
+}
+
+func self(cfg config.Replica) learner.Self {
+	return learner.Self{Name: cfg.Name, PeerURLs: cfg.AdvertisePeerURLs, DataDir: cfg.DataDir, Join: cfg.Join}
+}
 
 // start starts the embedded member: as the member its data dir holds, or,
 // on first start, as a newly added learner that must catch up within
@@ -47,7 +99,7 @@ func start(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv
 
 	joinCtx, cancel := context.WithTimeout(ctx, cfg.JoinTimeout)
 	defer cancel()
-	j, err := learner.Join(joinCtx, lg, cli.Cluster, cfg.Name, cfg.AdvertisePeerURLs)
+	j, err := learner.Join(joinCtx, lg, cli.Cluster, self(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("replica: join: %w", err)
 	}

@@ -77,6 +77,9 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		return fmt.Errorf("replica: connect to --join %v: %w", cfg.Join, err)
 	}
 	defer cli.Close()
+	if err := prepare(ctx, lg, cfg, cli); err != nil {
+		return err
+	}
 
 	// Certificates and listeners first: a replica that cannot serve must
 	// fail before it joins, not leave a learner behind.
