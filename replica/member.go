@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -40,6 +41,15 @@ func prepare(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clien
 		return fmt.Errorf("replica: %w", err)
 	}
 	verdict, err := learner.CheckDataDir(self(cfg), stored, held, cl.ID, cl.Members)
+	if errors.Is(err, learner.ErrRemovedMember) {
+		// The serializable list may lag the add: ask the leader's before
+		// refusing.
+		lctx, cancel := context.WithTimeout(ctx, joinProbeTimeout)
+		defer cancel()
+		if list, lerr := cli.MemberList(lctx); lerr == nil {
+			verdict, err = learner.CheckDataDir(self(cfg), stored, held, list.Header.ClusterId, list.Members)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("replica: %w", err)
 	}
