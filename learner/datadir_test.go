@@ -88,4 +88,3 @@ func TestCheckDataDir(t *testing.T) {
 		})
 	}
 }
-
