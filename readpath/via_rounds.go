@@ -212,7 +212,7 @@ func (v *viaRounds) viaHub(ctx context.Context, hub string) error {
 	if backoff > 0 {
 		v.m.rejections.WithLabelValues(reasonSlow).Inc()
 		v.lg.Warn("--read-index-via hub answers slowly; own rounds through the leader for a while",
-			zap.String("hub", hub), zap.Duration("latency", latency), zap.Int("in-a-row", slowStrikes),
+			zap.String("hub", hub), zap.String("reason", reasonSlow), zap.Duration("latency", latency), zap.Int("in-a-row", slowStrikes),
 			zap.Duration("slow-above", v.cfg.Timeout/2), zap.Duration("for", backoff))
 	}
 	return nil
