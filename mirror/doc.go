@@ -23,6 +23,12 @@
 // did not write is refused unless the operator chose Overwrite or Prune;
 // two mirrors whose images overlap are refused.
 //
+// Cycles (see cycle.go): a mirror whose writes would come back into its
+// own source, through the mirrors whose checkpoints it can read in either
+// cluster, is refused at start, right after its first checkpoint, and at
+// most every CycleCheckInterval while it runs; and it does not copy the
+// source keys another mirror wrote into the source (CopyMirrored aside).
+//
 // A mirror starts with a full sync that pins no source revision (see sync):
 // it opens the watch at the source's revision H, copies the prefix a page
 // at a time at the newest revision, sweeps the keys it owns that the source

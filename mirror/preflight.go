@@ -90,7 +90,7 @@ func (mr *mirror) preflight(ctx context.Context) error {
 	case mr.cfg.Rev > 0:
 		cp := mr.fresh()
 		cp.Phase, cp.Revision = PhaseStream, mr.cfg.Rev-1
-		mr.cp = &cp // written with the first revision applied
+		mr.cp = &cp // written (claimed) before the first revision is applied
 		mr.lg.Info("streaming from --rev without an initial sync", zap.Int64("rev", mr.cfg.Rev))
 	}
 	return nil
