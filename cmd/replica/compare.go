@@ -72,7 +72,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "After the workload, how long to wait for the watches to deliver the last write before counting what is missing as lost.")
 	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", cfg.CheckTimeout, "Bound on porcupine's search per path; past it the verdict is unknown.")
 	fs.StringVar(&cfg.Out, "out", cfg.Out, "Directory for report.json, table.md and the plots; empty writes none.")
-	fs.StringVar(&cfg.Doc, "doc", "", "Markdown file whose block between <!-- replica compare: begin … --> and <!-- replica compare: end --> is rewritten with this run's tables and plots (README.md's section is made so).")
+	fs.StringVar(&cfg.Doc, "doc", "", "Markdown file whose block between <!-- replica compare: begin … --> and <!-- replica compare: end --> is rewritten with this run's tables and plots (docs/compare.md's section is made so).")
 	fs.BoolVar(&jsonOut, "json", false, "Print the report as JSON instead of tables (no progress bar).")
 	fs.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error.")
 	if err := fs.Parse(args); err != nil {
