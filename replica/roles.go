@@ -39,7 +39,7 @@ type roleMetrics struct {
 func newRoleMetrics(reg prometheus.Registerer) *roleMetrics {
 	m := &roleMetrics{
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "lag_entries",
-			Help: "Entries the replica's applied index trails the leader's commit index, as of the leader's last raft view (at most a second old; see leader_view_reads_total)."}),
+			Help: "Entries the replica's applied index trails the leader's commit index: from the role loop's last ReadIndex round (an upper bound) while a promotion or failover may come, else from the leader's raft view (at most a second old; see leader_view_reads_total)."}),
 		sinceLeader: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "leader_contact_age_seconds",
 			Help: "Time since the replica last heard from the leader."}),
 		promotions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "replica", Name: "promotions_total",
