@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -30,9 +31,15 @@ func prepare(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clien
 	if err := joinsItself(cfg); err != nil {
 		return err
 	}
+	joinTLS, err := clientTLS(cfg.ClientTLS, cfg.Join)
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: joinTLS}}
+	defer hc.CloseIdleConnections()
 	pctx, cancel := context.WithTimeout(ctx, joinProbeTimeout)
 	defer cancel()
-	cl, err := learner.ProbeJoin(pctx, cli.Cluster, cfg.Join)
+	cl, err := learner.ProbeJoin(pctx, cli.Cluster, hc, cfg.Join)
 	if err != nil {
 		return fmt.Errorf("replica: %w", err)
 	}
