@@ -139,7 +139,7 @@ func (mr *mirror) recheck(ctx context.Context) error {
 		}
 		return err
 	case err != nil && mr.cycleDue:
-		return fmt.Errorf("mirror: checking for mirror cycles after claiming the image: %w", err)
+		return fmt.Errorf("mirror: checking for mirror cycles before the next write: %w", err)
 	case err != nil:
 		mr.lg.Warn("cannot check for mirror cycles; trying again", zap.Error(err), zap.Duration("after", mr.cfg.CycleCheckInterval))
 	}

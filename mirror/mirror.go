@@ -273,6 +273,10 @@ func (mr *mirror) reload(ctx context.Context) error {
 	case modRev == mr.cpModRev:
 	case cp != nil && cp.Token == mr.token:
 		mr.lg.Info("a write whose outcome was unknown had landed; resuming from it", zap.Int64("checkpoint", cp.Revision), zap.Int64("dest-revision", modRev))
+		if mr.cpModRev == 0 {
+			// The claim landed: check for cycles before the next write.
+			mr.claimRev, mr.cycleDue = modRev, true
+		}
 		mr.cp, mr.cpModRev = cp, modRev
 	default:
 		return mr.fenced(cp, modRev)
