@@ -42,7 +42,9 @@ Usage:
 On first start the replica adds itself as a learner through --join, catches up
 and serves. If it is not caught up within --join-timeout it removes the learner
 entry it added and exits non-zero. A data dir that holds a member restarts as
-that member and adds nothing.
+that member and adds nothing, if --join reaches that member's cluster and
+lists it under --name; a data dir of another cluster, of a removed member or
+of another replica is refused before anything is served.
 
 Settings come from, highest first: flags, UNDERSTUDY_<FLAG> environment
 variables (--max-staleness is UNDERSTUDY_MAX_STALENESS), the --config-file
