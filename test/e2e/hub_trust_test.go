@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -378,4 +379,53 @@ func TestHubTrustAuth(t *testing.T) {
 		}
 		return metric(t, r.ClientURL, "understudy_replica_read_index_rounds_total", `source="via"`) > via, nil
 	})
+}
+
+// Over TLS with client certificates and auth on, the hub's endpoint admits
+// a certificate whose common name is a user and refuses one whose is not;
+// a replica whose certificate is root's uses its hub without --user (the
+// hub's certificate verified against the cluster's CA).
+func TestHubTrustTLSCertificateUser(t *testing.T) {
+	bins := harness.Binaries(t)
+	bins.RequireReplica(t)
+	certs := harness.NewCerts(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, TLS: certs})
+	enableAuth(t, bins, c)
+	hub := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "hub"})
+	metricsURL := harness.URL(harness.FreePort(t))
+	r := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1", Extra: []string{"--read-index-via", hub.ClientURL, "--listen-metrics-urls", metricsURL}})
+
+	as := func(cn string) int {
+		cert, key := certs.ClientCert(t, cn)
+		cfg, err := transport.TLSInfo{CertFile: cert, KeyFile: key, TrustedCAFile: certs.CA}.ClientConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 20 * time.Second}
+		resp, err := cli.Get(hub.ClientURL + readIndexPath)
+		if err != nil {
+			t.Fatalf("read index as %s: %v", cn, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := as("nobody"); code != http.StatusUnauthorized {
+		t.Errorf("read index with the certificate of a user that does not exist: %d, want 401", code)
+	}
+	if code := as("standby"); code != http.StatusOK {
+		t.Errorf("read index with the certificate of user standby: %d, want 200", code)
+	}
+
+	rep := tlsClient(t, c, r.ClientURL)
+	harness.WaitFor(t, 30*time.Second, "strong reads through the replica use the hub", func() (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := rep.Get(ctx, "k"); err != nil {
+			return false, err
+		}
+		return metric(t, metricsURL, "understudy_replica_read_index_rounds_total", `source="via"`) > 0, nil
+	})
+	if n := metric(t, metricsURL, "understudy_replica_read_index_via_rejections_total"); n != 0 {
+		t.Errorf("%v answers of the hub refused", n)
+	}
 }
