@@ -87,7 +87,7 @@ func (mr *mirror) mirrored(ctx context.Context, kvs []*mvccpb.KeyValue) (map[ver
 		lo, hi := "", ""
 		for _, kv := range kvs {
 			k := string(kv.Key)
-			if !strings.HasPrefix(k, f.dstPrefix) {
+			if !strings.HasPrefix(k, f.dstPrefix) || reserved(kv.Key) {
 				continue
 			}
 			mine = append(mine, kv)
