@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Renders the Kubernetes manifests offline (deploy/kubernetes/overlays/reader,
+# overlays/standby, monitoring) with `kubectl kustomize` (or `kustomize
+# build`), and checks each overlay yields its StatefulSet, headless and client
+# Services, PodDisruptionBudget and ServiceMonitor. CI's Go test test/deploy
+# checks the replica's settings in them without kubectl.
+set -euo pipefail
+cd "$(dirname "$0")/../deploy/kubernetes"
+if command -v kubectl >/dev/null; then
+  build() { kubectl kustomize "$1"; }
+elif command -v kustomize >/dev/null; then
+  build() { kustomize build "$1"; }
+else
+  echo "check-kubernetes: needs kubectl or kustomize" >&2
+  exit 1
+fi
+for overlay in reader standby; do
+  out=$(build "overlays/$overlay")
+  for want in "kind: StatefulSet" "name: understudy-replica-$overlay$" "clusterIP: None" \
+    "name: understudy-replica-client-$overlay$" "kind: PodDisruptionBudget" "kind: ServiceMonitor" \
+    "value: understudy-replica-$overlay$" "UNDERSTUDY_ROLE: $overlay$"; do
+    grep -q -- "$want" <<<"$out" || { echo "check-kubernetes: overlays/$overlay: no '$want'" >&2; exit 1; }
+  done
+  echo "overlays/$overlay: $(grep -c '^kind:' <<<"$out") objects"
+done
+out=$(build monitoring)
+grep -q "kind: PrometheusRule" <<<"$out" || { echo "check-kubernetes: monitoring: no PrometheusRule" >&2; exit 1; }
+echo "monitoring: $(grep -c '^kind:' <<<"$out") objects"

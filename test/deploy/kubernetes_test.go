@@ -1,0 +1,243 @@
+package deploy
+
+import (
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/understudy-kv/understudy/config"
+)
+
+var kubeDir = filepath.Join("..", "..", "deploy", "kubernetes")
+
+// pkiFiles are the keys of the Secret scripts/kube-pki-secret.sh makes.
+var pkiFiles = []string{"ca.crt", "server.crt", "server.key", "peer.crt", "peer.key"}
+
+type container struct {
+	Name    string   `yaml:"name"`
+	Args    []string `yaml:"args"`
+	Command []string `yaml:"command"`
+	Env     []struct {
+		Name      string `yaml:"name"`
+		Value     string `yaml:"value"`
+		ValueFrom any    `yaml:"valueFrom"`
+	} `yaml:"env"`
+	Ports []struct {
+		Name string `yaml:"name"`
+	} `yaml:"ports"`
+	StartupProbe   *probe `yaml:"startupProbe"`
+	LivenessProbe  *probe `yaml:"livenessProbe"`
+	ReadinessProbe *probe `yaml:"readinessProbe"`
+	VolumeMounts   []struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+	} `yaml:"volumeMounts"`
+}
+
+type probe struct {
+	HTTPGet struct {
+		Path string `yaml:"path"`
+		Port string `yaml:"port"`
+	} `yaml:"httpGet"`
+}
+
+type statefulSet struct {
+	Spec struct {
+		Template struct {
+			Spec struct {
+				Containers []container `yaml:"containers"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+type kustomization struct {
+	ConfigMapGenerator []struct {
+		Name     string   `yaml:"name"`
+		Literals []string `yaml:"literals"`
+	} `yaml:"configMapGenerator"`
+	NameSuffix   string `yaml:"nameSuffix"`
+	Replacements []struct {
+		Source struct {
+			Kind string `yaml:"kind"`
+			Name string `yaml:"name"`
+		} `yaml:"source"`
+		Targets []struct {
+			FieldPaths []string `yaml:"fieldPaths"`
+		} `yaml:"targets"`
+	} `yaml:"replacements"`
+}
+
+// peerServiceSet says whether k's replacements copy the headless Service's
+// final name into PEER_SERVICE.
+func (k kustomization) peerServiceSet() bool {
+	for _, r := range k.Replacements {
+		if r.Source.Kind != "Service" || r.Source.Name != "understudy-replica" {
+			continue
+		}
+		for _, tg := range r.Targets {
+			if slices.ContainsFunc(tg.FieldPaths, func(p string) bool { return strings.HasSuffix(p, ".env.[name=PEER_SERVICE].value") }) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// envRef is Kubernetes' $(VAR) in args and env values.
+var envRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+
+// TestKubernetesOverlaysConfigureAValidReplica reads the StatefulSet and
+// each overlay's settings as Kubernetes would hand them to the container
+// (ConfigMap literals as the environment, $(VAR) expanded in env and args,
+// for pod 0 of the overlay's StatefulSet) and loads them with the replica's
+// own flag and environment parsing and Validate: every flag exists, every
+// UNDERSTUDY_ variable names a flag, and the settings are accepted. It also
+// checks that the TLS files are the Secret's, the data dir is on the PVC
+// and the probes use a declared port. kubectl kustomize renders the overlays
+// (scripts/check-kubernetes.sh); CI has no kubectl.
+func TestKubernetesOverlaysConfigureAValidReplica(t *testing.T) {
+	var sts statefulSet
+	loadYAML(t, filepath.Join(kubeDir, "base", "statefulset.yaml"), &sts)
+	if len(sts.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("want one container, got %d", len(sts.Spec.Template.Spec.Containers))
+	}
+	c := sts.Spec.Template.Spec.Containers[0]
+	checkContainer(t, c)
+	base := literals(t, filepath.Join(kubeDir, "base", "kustomization.yaml"))
+	for _, overlay := range []string{"reader", "standby"} {
+		t.Run(overlay, func(t *testing.T) {
+			var k kustomization
+			loadYAML(t, filepath.Join(kubeDir, "overlays", overlay, "kustomization.yaml"), &k)
+			if k.NameSuffix != "-"+overlay {
+				t.Errorf("nameSuffix %q, want -%s (scripts/kube-pki-secret.sh names pods understudy-replica-%s-N)", k.NameSuffix, overlay, overlay)
+			}
+			env := map[string]string{}
+			for key, v := range base {
+				env[key] = v
+			}
+			for key, v := range literals(t, filepath.Join(kubeDir, "overlays", overlay, "kustomization.yaml")) {
+				env[key] = v
+			}
+			if !k.peerServiceSet() {
+				t.Errorf("no replacement sets PEER_SERVICE to the headless Service's name")
+			}
+			sts := "understudy-replica-" + overlay
+			env["POD_NAME"], env["POD_NAMESPACE"] = sts+"-0", "kube-system"
+			for _, e := range c.Env {
+				switch {
+				case e.Name == "PEER_SERVICE":
+					env[e.Name] = "understudy-replica" + k.NameSuffix // the replacement
+				case e.ValueFrom == nil:
+					env[e.Name] = expand(t, e.Value, env)
+				}
+			}
+			var args []string
+			for _, a := range c.Args {
+				args = append(args, expand(t, a, env))
+			}
+			for key, v := range env {
+				if strings.HasPrefix(key, config.EnvPrefix) {
+					t.Setenv(key, v)
+				}
+			}
+			cfg := config.DefaultReplica()
+			fs := config.NewReplicaFlags(&cfg)
+			for key := range env {
+				name, ok := strings.CutPrefix(key, config.EnvPrefix)
+				if ok && fs.Lookup(strings.ReplaceAll(strings.ToLower(name), "_", "-")) == nil {
+					t.Errorf("%s names no replica flag", key)
+				}
+			}
+			if err := config.LoadReplica(&cfg, fs, args); err != nil {
+				t.Fatalf("replica %s: %v", strings.Join(args, " "), err)
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("replica %s: %v", strings.Join(args, " "), err)
+			}
+			if string(cfg.Promotion.Role) != overlay {
+				t.Errorf("role %q, want %q", cfg.Promotion.Role, overlay)
+			}
+			wantPeer := "https://" + sts + "-0." + sts + ".kube-system.svc.cluster.local:2380"
+			if cfg.Name != sts+"-0" || !slices.Equal(cfg.AdvertisePeerURLs, []string{wantPeer}) {
+				t.Errorf("name %q, peer URLs %q: want the pod's name and %s", cfg.Name, cfg.AdvertisePeerURLs, wantPeer)
+			}
+			if cfg.RemoveOnExit {
+				t.Errorf("--remove-on-exit is set: every rescheduled pod would leave and copy the database again")
+			}
+			for _, f := range []string{cfg.ClientTLS.CertFile, cfg.ClientTLS.KeyFile, cfg.ClientTLS.TrustedCAFile, cfg.PeerTLS.CertFile, cfg.PeerTLS.KeyFile, cfg.PeerTLS.TrustedCAFile} {
+				if dir, file := filepath.Split(f); dir != "/etc/kubernetes/pki/etcd/" || !slices.Contains(pkiFiles, file) {
+					t.Errorf("TLS file %q is not one of the Secret's %v in /etc/kubernetes/pki/etcd", f, pkiFiles)
+				}
+			}
+			if !strings.HasPrefix(cfg.DataDir, mountOf(c, "data")+"/") {
+				t.Errorf("--data-dir %s is not under the PVC's mount %s", cfg.DataDir, mountOf(c, "data"))
+			}
+		})
+	}
+}
+
+func checkContainer(t *testing.T, c container) {
+	t.Helper()
+	if len(c.Command) != 0 {
+		t.Errorf("command %q replaces the image's entrypoint (replica)", c.Command)
+	}
+	ports := map[string]bool{}
+	for _, p := range c.Ports {
+		ports[p.Name] = true
+	}
+	for name, p := range map[string]*probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		want := map[string]string{"startup": "/livez", "liveness": "/livez", "readiness": "/readyz"}[name]
+		if p == nil || p.HTTPGet.Path != want || !ports[p.HTTPGet.Port] {
+			t.Errorf("%s probe: want GET %s on a declared port", name, want)
+		}
+	}
+	if mountOf(c, "etcd-pki") != "/etc/kubernetes/pki/etcd" {
+		t.Errorf("the Secret is mounted at %q, want kubeadm's /etc/kubernetes/pki/etcd", mountOf(c, "etcd-pki"))
+	}
+}
+
+func mountOf(c container, volume string) string {
+	for _, m := range c.VolumeMounts {
+		if m.Name == volume {
+			return m.MountPath
+		}
+	}
+	return ""
+}
+
+// literals are a kustomization's understudy-replica ConfigMap literals.
+func literals(t *testing.T, path string) map[string]string {
+	t.Helper()
+	var k kustomization
+	loadYAML(t, path, &k)
+	m := map[string]string{}
+	for _, g := range k.ConfigMapGenerator {
+		if g.Name != "understudy-replica" {
+			continue
+		}
+		for _, l := range g.Literals {
+			key, v, ok := strings.Cut(l, "=")
+			if !ok {
+				t.Fatalf("%s: literal %q is not KEY=value", path, l)
+			}
+			m[key] = v
+		}
+	}
+	return m
+}
+
+// expand replaces $(VAR) as the kubelet does; an undefined one fails.
+func expand(t *testing.T, s string, env map[string]string) string {
+	t.Helper()
+	return envRef.ReplaceAllStringFunc(s, func(ref string) string {
+		name := envRef.FindStringSubmatch(ref)[1]
+		v, ok := env[name]
+		if !ok {
+			t.Errorf("%q refers to $(%s), which is not defined before it", s, name)
+		}
+		return v
+	})
+}
