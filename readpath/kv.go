@@ -26,6 +26,9 @@ type kvServer struct {
 	// the client set a deadline.
 	reqTimeout time.Duration
 	m          *Metrics
+	// answer, if set, tells how each answer was served (wire.ReadModeKey
+	// and the rest) in its response header.
+	answer *answerHeader
 }
 
 func (s *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
@@ -34,6 +37,7 @@ func (s *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 		return nil, err
 	}
 	s.m.requests.WithLabelValues(shortService(kvService), "Range", mode).Inc()
+	s.answer.set(ctx, mode)
 	// readMode has made the local store fresh enough for every mode: the
 	// read itself is local.
 	r.Serializable = true
@@ -47,6 +51,7 @@ func (s *kvServer) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) e
 		return err
 	}
 	s.m.requests.WithLabelValues(shortService(kvService), "RangeStream", mode).Inc()
+	s.answer.setStream(rs, mode)
 	r.Serializable = true
 	return s.etcd.RangeStream(r, rs)
 }
@@ -55,7 +60,7 @@ func (s *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 	if !txn.IsTxnReadonly(r) {
 		s.m.requests.WithLabelValues(shortService(kvService), "Txn", modeNone).Inc()
 		resp, err := s.etcd.Txn(ctx, r)
-		s.forwarded("Txn", err)
+		s.forwarded(ctx, "Txn", err)
 		return resp, err
 	}
 	// etcd serves a read-only txn linearizably unless every range in it
@@ -65,6 +70,7 @@ func (s *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 		return nil, err
 	}
 	s.m.requests.WithLabelValues(shortService(kvService), "Txn", mode).Inc()
+	s.answer.set(ctx, mode)
 	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
 		for _, op := range ops {
 			op.GetRequestRange().Serializable = true // read-only: all ranges
@@ -76,28 +82,32 @@ func (s *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 func (s *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
 	s.m.requests.WithLabelValues(shortService(kvService), "Put", modeNone).Inc()
 	resp, err := s.etcd.Put(ctx, r)
-	s.forwarded("Put", err)
+	s.forwarded(ctx, "Put", err)
 	return resp, err
 }
 
 func (s *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
 	s.m.requests.WithLabelValues(shortService(kvService), "DeleteRange", modeNone).Inc()
 	resp, err := s.etcd.DeleteRange(ctx, r)
-	s.forwarded("DeleteRange", err)
+	s.forwarded(ctx, "DeleteRange", err)
 	return resp, err
 }
 
 func (s *kvServer) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
 	s.m.requests.WithLabelValues(shortService(kvService), "Compact", modeNone).Inc()
 	resp, err := s.etcd.Compact(ctx, r)
-	s.forwarded("Compact", err)
+	s.forwarded(ctx, "Compact", err)
 	return resp, err
 }
 
-func (s *kvServer) forwarded(method string, err error) {
+// forwarded counts a forwarded write and, once it is applied here, says so
+// in its answer's header.
+func (s *kvServer) forwarded(ctx context.Context, method string, err error) {
 	result := "ok"
 	if err != nil {
 		result = "error"
+	} else {
+		s.answer.set(ctx, modeForwarded)
 	}
 	s.m.forwarded.WithLabelValues(method, result).Inc()
 }

@@ -2,14 +2,17 @@ package readpath
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/understudy-kv/understudy/wire"
 )
 
 // Read modes, as the metrics label them.
 const (
-	modeStrong  = "strong"
-	modeWeak    = "weak"
-	modeBounded = "bounded"
-	modeNone    = "" // not a read
+	modeStrong    = wire.ReadModeStrong
+	modeWeak      = wire.ReadModeWeak
+	modeBounded   = wire.ReadModeBounded
+	modeForwarded = wire.ReadModeForwarded // in answer headers only
+	modeNone      = ""                     // not a read
 )
 
 // Metrics are the replica front's Prometheus metrics.

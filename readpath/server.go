@@ -213,8 +213,9 @@ func New(cfg Config) (*Front, error) {
 	// Serve), which does the handshake and tells gRPC the client's
 	// certificate, as etcd's embed does when HTTP shares the port.
 	f.grpc = grpc.NewServer(opts...)
-	pb.RegisterKVServer(f.grpc, &kvServer{etcd: v3rpc.NewQuotaKVServer(s), fresh: f.fresh, maxStaleness: cfg.MaxStaleness, reqTimeout: s.Cfg.ReqTimeout(), m: m})
-	pb.RegisterWatchServer(f.grpc, &watchServer{WatchServer: v3rpc.NewWatchServer(s), m: m})
+	answer := &answerHeader{age: f.fresh.Age, hasLeader: lw.hasLeader, rev: func() int64 { return s.KV().Rev() }}
+	pb.RegisterKVServer(f.grpc, &kvServer{etcd: v3rpc.NewQuotaKVServer(s), fresh: f.fresh, maxStaleness: cfg.MaxStaleness, reqTimeout: s.Cfg.ReqTimeout(), m: m, answer: answer})
+	pb.RegisterWatchServer(f.grpc, &watchServer{WatchServer: v3rpc.NewWatchServer(s), m: m, answer: answer})
 	pb.RegisterLeaseServer(f.grpc, v3rpc.NewQuotaLeaseServer(s))
 	pb.RegisterClusterServer(f.grpc, v3rpc.NewClusterServer(s))
 	pb.RegisterAuthServer(f.grpc, v3rpc.NewAuthServer(s))
@@ -299,12 +300,18 @@ func (f *Front) Stop() {
 // counted.
 type watchServer struct {
 	pb.WatchServer
-	m *Metrics
+	m      *Metrics
+	answer *answerHeader
 }
 
+// Watch serves from the local store as it is: a weak read, whose header
+// is sent when the stream opens, before its first response.
 func (w *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	w.m.watchers.Inc()
 	defer w.m.watchers.Dec()
+	if w.answer != nil {
+		_ = stream.SendHeader(w.answer.header(modeWeak)) // fails only if the stream is gone
+	}
 	return w.WatchServer.Watch(stream)
 }
 

@@ -31,4 +31,57 @@ const (
 	// ("waiting: hold 3.1s of 5s", "blocked: ..."), in answer to a request
 	// carrying ProbeKey. `replica status` shows it.
 	RoleStateKey = "understudy-role-state"
+
+	// The answer keys below are in the response header of every Range,
+	// Txn, RangeStream, Put, DeleteRange and Compact a replica serves, and
+	// in the header of every Watch stream (sent when the stream opens,
+	// before its first response), whether or not the request carried
+	// ProbeKey. Through a replica's JSON gateway (/v3/...) they are HTTP
+	// response headers named with grpc-gateway's prefix, canonicalised:
+	// Grpc-Metadata-Understudy-Read-Mode, Grpc-Metadata-Understudy-Staleness-Bound,
+	// Grpc-Metadata-Understudy-Known-Leader and
+	// Grpc-Metadata-Understudy-Applied-Revision. A JSON client sends
+	// MaxStalenessKey as the request header Grpc-Metadata-Understudy-Max-Staleness.
+
+	// ReadModeKey tells how the replica served the request: ReadModeStrong,
+	// ReadModeWeak, ReadModeBounded or ReadModeForwarded.
+	ReadModeKey = "understudy-read-mode"
+
+	// StalenessBoundKey is the staleness the replica can prove for the
+	// answer, a Go duration: how much older than the moment it answered the
+	// state it served may be. It is the time since the start of its last
+	// completed ReadIndex round (FreshnessAgeKey) for weak and bounded reads
+	// and watches, and "0s" for strong reads and forwarded writes (both are
+	// linearizable: the store held every write acknowledged before the
+	// request arrived). A replica that has never completed a round says
+	// "2562047h47m16.854775807s" (the largest duration).
+	StalenessBoundKey = "understudy-staleness-bound"
+
+	// KnownLeaderKey is "true" while the replica knows a leader it has heard
+	// from within two election timeouts (the test etcd's require-leader
+	// check applies), else "false": then weak reads and watches still come
+	// from its store, and StalenessBoundKey grows.
+	KnownLeaderKey = "understudy-known-leader"
+
+	// AppliedRevisionKey is the replica store's revision when it answered
+	// (decimal): every revision up to it is applied here.
+	AppliedRevisionKey = "understudy-applied-revision"
+)
+
+// Values of ReadModeKey.
+const (
+	// ReadModeStrong: a linearizable read (a ReadIndex round that started
+	// after the request arrived, applied here).
+	ReadModeStrong = "strong"
+	// ReadModeWeak: a serializable read from the store as it was, with no
+	// bound; also every watch.
+	ReadModeWeak = "weak"
+	// ReadModeBounded: a serializable read served only once the replica was
+	// known fresh within the request's bound (MaxStalenessKey) or its
+	// --max-staleness.
+	ReadModeBounded = "bounded"
+	// ReadModeForwarded: a write (Put, DeleteRange, Txn with a write,
+	// Compact) forwarded through raft to the leader and applied here
+	// before the answer.
+	ReadModeForwarded = "forwarded"
 )
