@@ -37,10 +37,13 @@ type Balancer struct {
 	ctl *clientv3.Client // discovery, over every known member
 	cli *clientv3.Client // the balanced client handed to callers
 
-	term   atomic.Uint64 // the raft term of the leader writes go to
-	kick   chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
+	term atomic.Uint64 // the raft term of the leader writes go to
+	// replicaEPs are the replicas' endpoints, for the interceptor's
+	// look at whether any fits a read's staleness budget.
+	replicaEPs atomic.Pointer[[]*endpoint]
+	kick       chan struct{}
+	cancel     context.CancelFunc
+	done       chan struct{}
 
 	// Owned by the loop (and by New before the loop starts).
 	conns     map[string]*grpc.ClientConn // one per member, for Status and probes
@@ -204,6 +207,11 @@ func (b *Balancer) refresh(ctx context.Context) error {
 	}
 	b.view.setMembers(ms, urls)
 	b.pruneConns(urls)
+	var eps []*endpoint
+	for _, m := range b.view.learners() {
+		eps = append(eps, m.ep)
+	}
+	b.replicaEPs.Store(&eps)
 
 	var (
 		mu   sync.Mutex
@@ -267,7 +275,11 @@ func (b *Balancer) probe(ctx context.Context) {
 			defer cancel()
 			pctx = metadata.AppendToOutgoingContext(pctx, wire.MaxStalenessKey, b.cfg.MaxStaleness.String(), wire.ProbeKey, "1")
 			var hdr metadata.MD
+			start := time.Now()
 			_, err := pb.NewKVClient(conn).Range(pctx, &pb.RangeRequest{Key: []byte(probeKey), Serializable: true, CountOnly: true}, grpc.Header(&hdr))
+			if err == nil {
+				m.ep.learn(hdr, start)
+			}
 			if err != nil && !answered(err) {
 				if ctx.Err() == nil {
 					b.eject(m.ep, "probe", err)

@@ -31,6 +31,16 @@
 //     answers with a learner's refusal is ejected until a later probe
 //     succeeds. A read refused by a learner is retried on the voters. With
 //     no healthy replica, reads go to the voters.
+//   - Staleness budgets: a serializable read made with WithMaxStaleness(ctx,
+//     d) (or the wire.MaxStalenessKey metadata) goes to a replica whose
+//     staleness bound fits d: the bound it last reported
+//     (wire.StalenessBoundKey, in the header of every answer and probe)
+//     plus the time since that call began; of those, replicas of
+//     Config.Zone first, then by the read policy. The replica is sent d
+//     and serves a bounded read, so it never answers older than d. When
+//     none fits, or the one tried cannot prove d within half of what is
+//     left of the call's deadline, a voter serves the read linearizably.
+//     Strong reads ignore the budget.
 //   - Zones: a replica started with --zone tells its zone in the header of
 //     each probe's response (wire.ZoneKey); the ZoneAffinity policy keeps
 //     reads on replicas of Config.Zone while any is healthy.

@@ -7,6 +7,7 @@ type metrics struct {
 	ejections  *prometheus.CounterVec
 	replicas   prometheus.Gauge
 	leaderSeen *prometheus.CounterVec
+	bounded    *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -27,9 +28,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "understudy", Subsystem: "balancer", Name: "leader_changes_total",
 			Help: "Leaders the balancer has switched writes to, by endpoint.",
 		}, []string{"endpoint"}),
+		bounded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "understudy", Subsystem: "balancer", Name: "bounded_reads_total",
+			Help: "Serializable reads with a staleness budget answered, by where: replica, or voter-none-fits (no replica's reported staleness fitted), voter-replica-failed (the replica could not prove the budget in time), voter-voters-only (policy); voters serve them linearizably.",
+		}, []string{"served_by"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.ejections, m.replicas, m.leaderSeen)
+		reg.MustRegister(m.requests, m.ejections, m.replicas, m.leaderSeen, m.bounded)
 	}
 	return m
 }

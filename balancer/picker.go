@@ -28,9 +28,17 @@ type picker struct {
 }
 
 func (p *picker) Pick(info grpcbalancer.PickInfo) (grpcbalancer.PickResult, error) {
-	r := routeOf(info.Ctx)
+	c := callOf(info.Ctx)
+	r := c.r
 	var pe *pickEndpoint
 	switch r {
+	case routeBoundedRead:
+		pe = p.pickFitting(c.budget, time.Now())
+		if pe == nil {
+			// Fail fast, not wait for a new picker: the interceptor sends
+			// the read to a voter.
+			return grpcbalancer.PickResult{}, status.Error(codes.Unavailable, "balancer: no replica within the read's staleness budget")
+		}
 	case routeRead:
 		if p.owner.cfg.Policy != VotersOnly {
 			pe = p.pickReplica()
@@ -58,6 +66,7 @@ func (p *picker) Pick(info grpcbalancer.PickInfo) (grpcbalancer.PickResult, erro
 		return grpcbalancer.PickResult{}, grpcbalancer.ErrNoSubConnAvailable
 	}
 	ep := pe.ep
+	c.picked = ep
 	ep.inflight.Add(1)
 	start := time.Now()
 	return grpcbalancer.PickResult{SubConn: pe.sc, Done: func(di grpcbalancer.DoneInfo) {
@@ -85,6 +94,33 @@ func (p *picker) pickReplica() *pickEndpoint {
 			healthy = append(healthy, &p.replicas[i])
 		}
 	}
+	return p.byPolicy(healthy)
+}
+
+// pickFitting picks among the healthy replicas whose staleness, as last
+// reported and aged since, is within budget at now: those of the client's
+// zone (Config.Zone) first, if any fits, then by the read policy. nil if
+// none fits.
+func (p *picker) pickFitting(budget time.Duration, now time.Time) *pickEndpoint {
+	var fit, local []*pickEndpoint
+	for i := range p.replicas {
+		pe := &p.replicas[i]
+		if pe.ep.ejected.Load() || pe.ep.staleness(now) > budget {
+			continue
+		}
+		fit = append(fit, pe)
+		if p.owner.cfg.Zone != "" && pe.zone == p.owner.cfg.Zone {
+			local = append(local, pe)
+		}
+	}
+	if len(local) > 0 {
+		return p.byPolicy(local)
+	}
+	return p.byPolicy(fit)
+}
+
+// byPolicy applies the read policy to candidates; nil if there are none.
+func (p *picker) byPolicy(healthy []*pickEndpoint) *pickEndpoint {
 	if len(healthy) == 0 {
 		return nil
 	}

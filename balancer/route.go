@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"context"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -16,8 +17,13 @@ const (
 	routeWrite route = iota
 	// routeRead goes to a replica, or to the voters if none is healthy.
 	routeRead
-	// routeVoterRead is a read that a learner refused: it goes to a voter.
+	// routeVoterRead is a read that a learner refused, or one with a
+	// staleness budget that no replica fits: it goes to a voter.
 	routeVoterRead
+	// routeBoundedRead is a serializable read with a staleness budget: it
+	// goes to a replica whose reported staleness fits the budget, or the
+	// picker fails it so that it is sent to a voter.
+	routeBoundedRead
 )
 
 func (r route) String() string {
@@ -26,19 +32,37 @@ func (r route) String() string {
 		return "read"
 	case routeVoterRead:
 		return "voter-read"
+	case routeBoundedRead:
+		return "bounded-read"
 	}
 	return "write"
 }
 
-type routeKey struct{}
-
-func withRoute(ctx context.Context, r route) context.Context {
-	return context.WithValue(ctx, routeKey{}, r)
+// call is one call's route, its staleness budget (routeBoundedRead), and
+// the endpoint the picker chose for it, which the interceptor reads once
+// the call is done (picks happen in the caller's goroutine).
+type call struct {
+	r      route
+	budget time.Duration
+	picked *endpoint
 }
 
-func routeOf(ctx context.Context) route {
-	r, _ := ctx.Value(routeKey{}).(route)
-	return r
+type callKey struct{}
+
+func withRoute(ctx context.Context, r route) context.Context {
+	return withCall(ctx, &call{r: r})
+}
+
+func withCall(ctx context.Context, c *call) context.Context {
+	return context.WithValue(ctx, callKey{}, c)
+}
+
+// callOf is the call's note; an unmarked call is a write.
+func callOf(ctx context.Context) *call {
+	if c, ok := ctx.Value(callKey{}).(*call); ok {
+		return c
+	}
+	return &call{r: routeWrite}
 }
 
 const (
@@ -83,9 +107,24 @@ func readOnly(t *pb.TxnRequest) bool {
 // that a learner refused (a stock etcd learner refuses linearizable reads)
 // again to the voters: reads are safe to repeat. A response from a newer
 // raft term than the balancer knows means a new leader: it looks at once.
+//
+// A serializable read with a staleness budget (WithMaxStaleness) is a
+// bounded read (boundedRead); every read learns the staleness bound that
+// the replica which served it reports.
 func (b *Balancer) unaryInterceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	r := classify(method, req)
-	err := invoker(withRoute(ctx, r), method, req, reply, cc, opts...)
+	if r == routeRead && serializableRead(req) {
+		if budget, ok := budgetOf(ctx); ok {
+			return b.boundedRead(ctx, budget, method, req, reply, cc, invoker, opts)
+		}
+	}
+	var err error
+	if r == routeRead {
+		c := &call{r: r}
+		err = b.invokeRead(withCall(ctx, c), c, method, req, reply, cc, invoker, opts)
+	} else {
+		err = invoker(withRoute(ctx, r), method, req, reply, cc, opts...)
+	}
 	if r == routeRead && isLearnerRefusal(err) {
 		err = invoker(withRoute(ctx, routeVoterRead), method, req, reply, cc, opts...)
 	}

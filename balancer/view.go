@@ -7,6 +7,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/understudy-kv/understudy/wire"
 )
 
 // endpoint is one member's client URL with what the picker needs to know
@@ -19,6 +23,51 @@ type endpoint struct {
 	ejected  atomic.Bool
 	inflight atomic.Int64
 	ewmaNs   atomic.Uint64 // float64 bits: recent latency, nanoseconds
+	// fresh is the replica's last reported staleness bound
+	// (wire.StalenessBoundKey), from a probe or any answer; nil if none.
+	fresh atomic.Pointer[freshReport]
+}
+
+// freshReport is a staleness bound a replica reported in an answer to a
+// call that started at at: its state was then at most bound old.
+type freshReport struct {
+	bound time.Duration
+	at    time.Time
+}
+
+// learn records the staleness bound in an answer's header, for a call that
+// started at start (before the replica measured it, so that the age added
+// later never falls short).
+func (e *endpoint) learn(hdr metadata.MD, start time.Time) {
+	vs := hdr.Get(wire.StalenessBoundKey)
+	if len(vs) == 0 {
+		return
+	}
+	d, err := time.ParseDuration(vs[0])
+	if err != nil || d < 0 {
+		return
+	}
+	next := &freshReport{bound: d, at: start}
+	for {
+		old := e.fresh.Load()
+		if old != nil && old.at.After(start) {
+			return // a later call has told more
+		}
+		if e.fresh.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// staleness is how stale the replica may be at now, by its last report:
+// the bound it reported plus the time since; the largest duration if it
+// never reported one.
+func (e *endpoint) staleness(now time.Time) time.Duration {
+	r := e.fresh.Load()
+	if r == nil {
+		return math.MaxInt64
+	}
+	return r.bound + max(now.Sub(r.at), 0)
 }
 
 // observe folds one call's latency into the endpoint's moving average.
