@@ -46,6 +46,10 @@ type Mirror struct {
 	// image that holds keys the mirror did not write is refused, and such
 	// keys are never touched.
 	Overwrite, Prune bool
+	// ResetPolicy lets a restart run under another policy (--overwrite,
+	// --prune or neither) than the one its checkpoint records; without it
+	// the restart is refused, naming both.
+	ResetPolicy bool
 	// CommandTimeout bounds every request to either cluster (etcdctl's
 	// --command-timeout).
 	CommandTimeout time.Duration
@@ -136,6 +140,7 @@ func NewMirrorFlags(cfg *Mirror) *flag.FlagSet {
 	fs.BoolVar(&cfg.NoLeases, "no-leases", cfg.NoLeases, "Write keys without leases (by default a key on a source lease gets a destination lease of the remaining TTL, kept alive while the source lease lives).")
 	fs.BoolVar(&cfg.Overwrite, "overwrite", cfg.Overwrite, "Copy the source over destination keys this mirror did not write (it still deletes only keys it wrote). Without --overwrite or --prune, an initial sync into a destination that holds such keys is refused, and they are never touched.")
 	fs.BoolVar(&cfg.Prune, "prune", cfg.Prune, "Make the destination image (the keys under the destination prefix, or every key with --no-dest-prefix) an exact copy of the source: overwrite, and delete keys the source does not have, whoever wrote them.")
+	fs.BoolVar(&cfg.ResetPolicy, "reset-policy", cfg.ResetPolicy, "Run under this invocation's policy (--overwrite, --prune or neither) although the checkpoint records another; without it such a restart is refused, naming both.")
 	fs.DurationVar(&cfg.CommandTimeout, "command-timeout", cfg.CommandTimeout, "Timeout of each request to either cluster; a request that times out is retried with backoff.")
 	fs.DurationVar(&cfg.KeepaliveTime, "keepalive-time", cfg.KeepaliveTime, "gRPC keepalive time of both clients (gRPC's least is 10s).")
 	fs.DurationVar(&cfg.KeepaliveTimeout, "keepalive-timeout", cfg.KeepaliveTimeout, "gRPC keepalive timeout of both clients: a connection silent this long after a ping is dialled again.")

@@ -63,3 +63,19 @@ func TestReplicaRoleFlags(t *testing.T) {
 		t.Fatalf("--failover-after -1s: %v", err)
 	}
 }
+
+func TestMirrorResetPolicyFlag(t *testing.T) {
+	cfg := DefaultMirror()
+	if cfg.ResetPolicy {
+		t.Fatal("--reset-policy on by default")
+	}
+	if err := LoadMirror(&cfg, NewMirrorFlags(&cfg), []string{"--dest-endpoints", "http://d:2379", "--prune", "--reset-policy"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.ResetPolicy || !cfg.Prune {
+		t.Fatalf("--prune --reset-policy parsed as prune %v, reset-policy %v", cfg.Prune, cfg.ResetPolicy)
+	}
+}

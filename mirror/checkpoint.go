@@ -31,6 +31,11 @@ type Checkpoint struct {
 	SourceClusterID string `json:"source_cluster_id"`
 	SourcePrefix    string `json:"source_prefix"`
 	DestPrefix      string `json:"dest_prefix"`
+	// Policy is what the mirror does to destination keys it did not write
+	// ("keep", "overwrite" or "prune"; see Policy); "" in checkpoints
+	// written before it was recorded. A restart with another is refused
+	// unless Config.ResetPolicy (policy.go).
+	Policy string `json:"policy,omitempty"`
 	Phase           string `json:"phase"`
 	Revision        int64  `json:"revision"`
 	// SyncedThrough is the last source key copied (PhaseSync only).

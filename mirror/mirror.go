@@ -37,6 +37,9 @@ type Config struct {
 	// write (see Policy). Under Keep, an initial sync into an image that
 	// holds keys the mirror did not write is refused.
 	Policy Policy
+	// ResetPolicy lets a restart write under a Policy other than the one
+	// its checkpoint records; without it such a restart is refused.
+	ResetPolicy bool
 	// RequestTimeout bounds every request to either cluster (watches
 	// excepted: they are kept honest by gRPC keepalive and progress
 	// notifications).
@@ -170,6 +173,13 @@ func Run(ctx context.Context, cfg Config) error {
 		ownPrefix: ownPrefix(cfg.Name), token: newToken()}
 	if err := mr.preflight(ctx); err != nil {
 		return err
+	}
+	if change, err := mr.checkPolicy(); err != nil {
+		return err
+	} else if change != policySame {
+		if err := mr.writePolicy(ctx); err != nil {
+			return err
+		}
 	}
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(ctx)
@@ -361,7 +371,7 @@ func (mr *mirror) unmapKey(k []byte) string {
 
 // fresh is a checkpoint of this mirror with nothing applied yet.
 func (mr *mirror) fresh() Checkpoint {
-	return Checkpoint{SourceClusterID: mr.sourceID, SourcePrefix: mr.cfg.Prefix, DestPrefix: mr.cfg.DestPrefix}
+	return Checkpoint{SourceClusterID: mr.sourceID, SourcePrefix: mr.cfg.Prefix, DestPrefix: mr.cfg.DestPrefix, Policy: mr.cfg.Policy.String()}
 }
 
 // span is the key range of a prefix: key and range end, the whole

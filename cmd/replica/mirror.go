@@ -125,7 +125,7 @@ func runMirror(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	err = mirror.Run(ctx, mirror.Config{
 		Source: src, Dest: dst, Prefix: cfg.Prefix, DestPrefix: cfg.MappedDestPrefix(),
 		Rev: cfg.Rev, Name: cfg.Name, MaxTxnOps: cfg.MaxTxnOps, PageSize: cfg.PageSize,
-		NoLeases: cfg.NoLeases, ProgressInterval: cfg.ProgressInterval, CycleCheckInterval: cfg.CycleCheckInterval, Policy: policy(cfg),
+		NoLeases: cfg.NoLeases, ProgressInterval: cfg.ProgressInterval, CycleCheckInterval: cfg.CycleCheckInterval, Policy: policy(cfg), ResetPolicy: cfg.ResetPolicy,
 		RequestTimeout: cfg.CommandTimeout, StallAfter: cfg.StallTimeout,
 		Progress: syncProgress(lg), Logger: lg, Registerer: reg,
 	})
