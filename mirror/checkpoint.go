@@ -35,9 +35,9 @@ type Checkpoint struct {
 	// ("keep", "overwrite" or "prune"; see Policy); "" in checkpoints
 	// written before it was recorded. A restart with another is refused
 	// unless Config.ResetPolicy (policy.go).
-	Policy string `json:"policy,omitempty"`
-	Phase           string `json:"phase"`
-	Revision        int64  `json:"revision"`
+	Policy   string `json:"policy,omitempty"`
+	Phase    string `json:"phase"`
+	Revision int64  `json:"revision"`
 	// SyncedThrough is the last source key copied (PhaseSync only).
 	SyncedThrough string `json:"synced_through,omitempty"`
 	// From is the first source revision the write carrying this checkpoint
