@@ -35,97 +35,15 @@ const (
 // first (a ReadIndex round), so that the membership and the record it
 // reads are the cluster's as of now.
 func (r *roles) observe(ctx context.Context) (promotion.Observation, error) {
-	if r.lock.held() && !r.srv.IsLearner() {
-		rctx, cancel := context.WithTimeout(ctx, roundTimeout)
-		err := r.srv.LinearizableReadNotify(rctx)
-		cancel()
-		if err != nil {
-			return promotion.Observation{}, fmt.Errorf("read index: %w", err)
-		}
-	}
-	self := uint64(r.srv.MemberID())
-	o := promotion.Observation{SelfID: self, IsLearner: r.srv.IsLearner(), HoldsFailoverLock: r.lock.held()}
-	if o.IsLearner && (r.cfg.Role == promotion.RoleVoter || r.failoverLikely) {
-		// The leader's commit index from raft itself: whichever client
-		// URLs answer, a round through the leader does. A standby needs
-		// it only once a failover may come (every round costs the leader
-		// a heartbeat to every member).
-		start := time.Now()
-		var err error
-		if o.Applied, o.LeaderCommit, err = r.roundCommit(ctx); err == nil {
-			r.lastRound = start
-		} else {
-			r.lg.Debug("role: no ReadIndex round; the leader's commit index is unknown", zap.Error(err))
-		}
-		if err != nil && o.HoldsFailoverLock {
-			return promotion.Observation{}, fmt.Errorf("read index: %w", err)
-		}
-	}
-	now := time.Now()
-	if o.LeaderCommit == 0 {
-		o.Applied = r.srv.AppliedIndex()
-	}
-	o.Now, o.LastRound, o.Leader, o.LastLeaderContact = now, r.lastRound, uint64(r.srv.Leader()), r.asOf()
-	if m := r.srv.Cluster().Member(r.srv.MemberID()); m != nil {
-		o.SelfName = m.Name
-	}
-	r.m.sinceLeader.Set(now.Sub(o.LastLeaderContact).Seconds())
-	rec, err := r.readRecord(ctx)
+	o, err := r.observeSelf(ctx)
 	if err != nil {
 		return promotion.Observation{}, err
 	}
-	o.Failover = rec
-
-	var view membership.RaftStatus
-	viewErr := fmt.Errorf("no leader")
-	if o.Leader != 0 {
-		view, viewErr = r.view(ctx, o)
-		if viewErr == nil && o.LeaderCommit == 0 {
-			// Where no round completed (or none was needed: a voter),
-			// the leader's own word.
-			o.LeaderCommit = view.Commit
-		}
+	if o.Failover, err = r.readRecord(ctx); err != nil {
+		return promotion.Observation{}, err
 	}
-	if viewErr != nil {
-		r.lg.Debug("role: no leader's raft view; peer URLs decide", zap.Error(viewErr))
-	}
-	cluster := r.srv.Cluster().ID().String()
-	var wg sync.WaitGroup
-	for _, m := range r.srv.Cluster().Members() {
-		if uint64(m.ID) == self || m.IsLearner {
-			continue
-		}
-		v := promotion.Voter{ID: uint64(m.ID), Name: m.Name}
-		if viewErr == nil {
-			switch p, ok := view.Progress[v.ID]; {
-			case v.ID == view.Leader:
-				v.Leader = promotion.LeaderViewActive
-			case !ok:
-			case p.State == "StateProbe":
-				v.Leader = promotion.LeaderViewInactive
-			default: // StateReplicate, StateSnapshot
-				v.Leader = promotion.LeaderViewActive
-			}
-		}
-		o.Voters = append(o.Voters, v)
-		if v.Leader == promotion.LeaderViewActive {
-			continue // live by the leader's word: no need to probe
-		}
-		i, urls := len(o.Voters)-1, m.PeerURLs
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pctx, cancel := context.WithTimeout(ctx, peerProbeTimeout)
-			defer cancel()
-			for _, u := range urls {
-				if membership.PeerAnswers(pctx, r.peerHTTP, u, cluster) == nil {
-					o.Voters[i].PeerAnswered = true
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	view, viewErr := r.observeLeader(ctx, &o)
+	o.Voters = r.observeVoters(ctx, view, viewErr)
 	r.viewAllActive = viewErr == nil
 	for _, v := range o.Voters {
 		r.viewAllActive = r.viewAllActive && v.Leader == promotion.LeaderViewActive
@@ -136,6 +54,115 @@ func (r *roles) observe(ctx context.Context) (promotion.Observation, error) {
 		r.m.lag.Set(float64(promotion.Lag(o)))
 	}
 	return o, nil
+}
+
+// observeSelf is the replica's own part of the observation: its raft state
+// and, when a promotion or failover may come, the leader's commit index
+// from a ReadIndex round.
+func (r *roles) observeSelf(ctx context.Context) (promotion.Observation, error) {
+	o := promotion.Observation{SelfID: uint64(r.srv.MemberID()), IsLearner: r.srv.IsLearner(), HoldsFailoverLock: r.lock.held()}
+	switch {
+	case o.HoldsFailoverLock && !o.IsLearner:
+		rctx, cancel := context.WithTimeout(ctx, roundTimeout)
+		err := r.srv.LinearizableReadNotify(rctx)
+		cancel()
+		if err != nil {
+			return o, fmt.Errorf("read index: %w", err)
+		}
+	case o.IsLearner && (r.cfg.Role == promotion.RoleVoter || r.failoverLikely):
+		// The leader's commit index from raft itself: whichever client
+		// URLs answer, a round through the leader does. A standby needs
+		// it only once a failover may come (every round costs the leader
+		// a heartbeat to every member).
+		start := time.Now()
+		var err error
+		if o.Applied, o.LeaderCommit, err = r.roundCommit(ctx); err == nil {
+			r.lastRound = start
+		} else if o.HoldsFailoverLock {
+			return o, fmt.Errorf("read index: %w", err)
+		} else {
+			r.lg.Debug("role: no ReadIndex round; the leader's commit index is unknown", zap.Error(err))
+		}
+	}
+	if o.LeaderCommit == 0 {
+		o.Applied = r.srv.AppliedIndex()
+	}
+	o.Now, o.LastRound, o.Leader, o.LastLeaderContact = time.Now(), r.lastRound, uint64(r.srv.Leader()), r.asOf()
+	if m := r.srv.Cluster().Member(r.srv.MemberID()); m != nil {
+		o.SelfName = m.Name
+	}
+	r.m.sinceLeader.Set(o.Now.Sub(o.LastLeaderContact).Seconds())
+	return o, nil
+}
+
+// observeLeader reads the leader's raft view where its client URL answers,
+// and takes the leader's commit index from it where no round gave one (a
+// voter, or a round that failed).
+func (r *roles) observeLeader(ctx context.Context, o *promotion.Observation) (membership.RaftStatus, error) {
+	if o.Leader == 0 {
+		return membership.RaftStatus{}, fmt.Errorf("no leader")
+	}
+	view, err := r.view(ctx, *o)
+	if err != nil {
+		r.lg.Debug("role: no leader's raft view; peer URLs decide", zap.Error(err))
+		return view, err
+	}
+	if o.LeaderCommit == 0 {
+		o.LeaderCommit = view.Commit
+	}
+	return view, nil
+}
+
+// observeVoters is what this round learned of each voter: the leader's
+// view of it (viewErr nil), and for each voter the leader is not known to
+// replicate to, whether one of its peer URLs answers as this cluster's.
+func (r *roles) observeVoters(ctx context.Context, view membership.RaftStatus, viewErr error) []promotion.Voter {
+	cluster := r.srv.Cluster().ID().String()
+	var voters []promotion.Voter
+	var wg sync.WaitGroup
+	for _, m := range r.srv.Cluster().Members() {
+		if m.ID == r.srv.MemberID() || m.IsLearner {
+			continue
+		}
+		v := promotion.Voter{ID: uint64(m.ID), Name: m.Name}
+		if viewErr == nil {
+			v.Leader = leaderViewOf(view, v.ID)
+		}
+		voters = append(voters, v)
+		if v.Leader == promotion.LeaderViewActive {
+			continue // live by the leader's word: no need to probe
+		}
+		i, urls := len(voters)-1, m.PeerURLs
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pctx, cancel := context.WithTimeout(ctx, peerProbeTimeout)
+			defer cancel()
+			for _, u := range urls {
+				if membership.PeerAnswers(pctx, r.peerHTTP, u, cluster) == nil {
+					voters[i].PeerAnswered = true
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return voters
+}
+
+// leaderViewOf is what the leader's raft progress says of voter id.
+func leaderViewOf(view membership.RaftStatus, id uint64) promotion.LeaderView {
+	p, ok := view.Progress[id]
+	switch {
+	case id == view.Leader:
+		return promotion.LeaderViewActive
+	case !ok:
+		return promotion.LeaderViewUnknown
+	case p.State == "StateProbe":
+		return promotion.LeaderViewInactive
+	default: // StateReplicate, StateSnapshot
+		return promotion.LeaderViewActive
+	}
 }
 
 // roundTimeout bounds one ReadIndex round of the role loop.

@@ -7,20 +7,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/learner"
 	"github.com/understudy-kv/understudy/promotion"
-	"github.com/understudy-kv/understudy/readpath"
 )
 
 // ErrStopped means the embedded member stopped on its own; the usual cause is
@@ -45,178 +40,97 @@ type Options struct {
 }
 
 // Run joins (or rejoins) the cluster and serves until ctx ends (a clean stop,
-// nil) or the member fails.
+// nil) or the member fails. Each step has a function of its own; the order
+// is the point: nothing that could leave a learner behind runs before the
+// checks and listeners that would make the replica fail.
 func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	lg := opts.Logger
-	if lg == nil {
-		var err error
-		if lg, err = NewLogger(cfg.LogLevel); err != nil {
-			return err
-		}
-		defer func() { _ = lg.Sync() }()
-	}
-	if opts.Registerer == nil {
-		opts.Registerer = prometheus.DefaultRegisterer
-	}
-	if opts.Progress == nil {
-		opts.Progress = defaultProgress(lg)
-	}
-
-	joinTLS, err := clientTLS(cfg.ClientTLS, cfg.Join)
+	opts, flush, err := opts.withDefaults(cfg)
 	if err != nil {
 		return err
 	}
-	user, password := cfg.Credentials()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Join, TLS: joinTLS, DialTimeout: 5 * time.Second,
-		Username: user, Password: password,
-		Logger: lg.Named("join-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))})
+	defer flush()
+	lg := opts.Logger
+	cli, err := joinClient(lg, cfg)
 	if err != nil {
-		return fmt.Errorf("replica: connect to --join %v: %w", cfg.Join, err)
+		return err
 	}
 	defer cli.Close()
+	// --join is an etcd cluster, not this replica; the data dir, if any,
+	// is this cluster's member under --name.
 	if err := prepare(ctx, lg, cfg, cli); err != nil {
 		return err
 	}
-
 	// Certificates and listeners first: a replica that cannot serve must
 	// fail before it joins, not leave a learner behind.
-	frontTLS, err := serverTLS(cfg.ClientTLS, cfg.ListenClientURLs)
+	ls, err := openListeners(cfg)
 	if err != nil {
 		return err
 	}
-	listeners, err := listen("listen-client-urls", cfg.ListenClientURLs)
-	if err != nil {
-		return err
-	}
-	metricsListeners, err := listen("listen-metrics-urls", cfg.ListenMetricsURLs)
-	if err != nil {
-		closeAll(listeners)
-		return err
-	}
-	listeners = append(listeners, metricsListeners...)
+	defer ls.closeUnserved()
 	// The quota before the member starts: a replica whose quota is below a
 	// voter's could raise a NOSPACE alarm that stops writes cluster-wide.
 	explicitQuota := cfg.QuotaBackendBytes > 0
 	if cfg.QuotaBackendBytes, err = backendQuota(ctx, lg, cli, cfg.Name, learner.HasData(cfg.DataDir), cfg.QuotaBackendBytes); err != nil {
-		closeAll(listeners)
 		return err
 	}
 	m, err := start(ctx, lg, cfg, cli, opts)
 	if err != nil {
-		closeAll(listeners)
 		return err
 	}
-	closed := false
-	defer func() {
-		if !closed {
-			m.Close()
-		}
-	}()
-
-	via := readpath.ViaConfig{URLs: cfg.ReadIndexVia, Timeout: cfg.ReadIndexViaTimeout}
-	if len(via.URLs) > 0 {
-		viaTLS, err := clientTLS(cfg.ClientTLS, cfg.ReadIndexVia)
-		if err != nil {
-			closeAll(listeners)
-			return err
-		}
-		via.Client = &http.Client{Transport: &http.Transport{TLSClientConfig: viaTLS, MaxIdleConnsPerHost: 4}}
-		if user != "" { // a hub with auth on wants a token (or the client certificate's user)
-			via.Token = func(ctx context.Context) (string, error) {
-				resp, err := cli.Auth.Authenticate(ctx, user, password)
-				if errors.Is(err, rpctypes.ErrAuthNotEnabled) {
-					return "", nil
-				}
-				if err != nil {
-					return "", fmt.Errorf("replica: logging in as --user %s for --read-index-via: %w", user, err)
-				}
-				return resp.Token, nil
-			}
-		}
-	}
+	member := &memberHandle{Etcd: m}
+	defer member.close()
 	roleState := newRoleStatus(lg.Named("role"), opts.Registerer)
-	front, err := readpath.New(readpath.Config{
-		TLS:                   frontTLS,
-		Server:                m.Server,
-		Logger:                lg.Named("readpath"),
-		Registerer:            opts.Registerer,
-		MaxStaleness:          cfg.MaxStaleness,
-		FreshnessInterval:     cfg.FreshnessInterval,
-		FreshnessIdleInterval: cfg.FreshnessIdleInterval,
-		ReadBatchInterval:     cfg.ReadBatchInterval,
-		ReadBatchMaxWait:      cfg.ReadBatchMaxWait,
-		Via:                   via,
-		Zone:                  cfg.Zone,
-		RoleState:             roleState.String,
-		Ready:                 readpath.ReadyConfig{MaxLag: cfg.ReadyMaxLag, MaxStaleness: cfg.ReadyStaleness()},
-		KeepAlive:             readpath.KeepAlive{MinTime: cfg.GRPCKeepAliveMinTime, Interval: cfg.GRPCKeepAliveInterval, Timeout: cfg.GRPCKeepAliveTimeout},
-	})
+	front, err := newFront(lg, cfg, m.Server, cli, ls.tls, roleState, opts.Registerer)
 	if err != nil {
-		closeAll(listeners)
 		return err
 	}
 	gate := &promotionGate{}
 	var r *roles
 	if cfg.Promotion.Role != promotion.RoleReader {
 		if r, err = newRoles(lg.Named("role"), cfg, m.Server, front.LastLeaderContact, gate, roleState, opts.Registerer); err != nil {
-			closeAll(listeners)
 			return err
 		}
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	for i, l := range listeners {
-		if i < len(listeners)-len(metricsListeners) {
-			g.Go(func() error { return front.Serve(l) })
-		} else {
-			g.Go(func() error { return front.ServeMetrics(l) })
-		}
-	}
-	lg.Info("replica serving", zap.String("name", cfg.Name), zap.String("member-id", m.Server.MemberID().String()),
-		zap.Strings("client-urls", cfg.AdvertiseClientURLs))
-	if opts.Ready != nil {
-		close(opts.Ready)
-	}
-	g.Go(func() error {
-		defer front.Stop()
-		select {
-		case <-gctx.Done():
-			return nil
-		case err := <-m.Err():
-			return fmt.Errorf("replica: member: %w", err)
-		case <-m.Server.StopNotify():
-			return ErrStopped
-		}
-	})
 	quota := newQuotaGuard(lg.Named("quota"), cli, cfg.Name, uint64(m.Server.MemberID()), cfg.QuotaBackendBytes, explicitQuota, cfg.QuotaCheckInterval, gate, opts.Registerer)
-	g.Go(func() error { return quota.run(gctx) })
-	if cfg.Promotion.Role != promotion.RoleReader {
-		lg.Info("promotion policy", zap.String("role", string(cfg.Promotion.Role)), zap.Uint64("promote-max-lag", cfg.Promotion.MaxLag),
-			zap.Duration("promote-hold", cfg.Promotion.Hold), zap.Duration("failover-after", cfg.Promotion.FailoverAfter))
-		g.Go(func() error { r.run(gctx); return nil })
+	err = serve(ctx, lg, cfg, m, front, ls, quota, r, opts.Ready)
+	return leaveOnExit(ctx, lg, cfg, cli, member, err)
+}
+
+// withDefaults fills what opts leaves out; flush syncs a logger it built.
+func (opts Options) withDefaults(cfg config.Replica) (_ Options, flush func(), err error) {
+	flush = func() {}
+	if opts.Logger == nil {
+		if opts.Logger, err = NewLogger(cfg.LogLevel); err != nil {
+			return opts, flush, err
+		}
+		lg := opts.Logger
+		flush = func() { _ = lg.Sync() }
 	}
-	err = g.Wait()
-	// --remove-on-exit: a clean stop takes the member entry and data with
-	// it, and so does the quota guard's stop of a learner (which costs no
-	// quorum), so that a replica without its data dir can join again.
-	cleanStop := err == nil && ctx.Err() != nil
-	if !cfg.RemoveOnExit || !(cleanStop || errors.Is(err, errQuotaPassed)) {
-		return err
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.DefaultRegisterer
 	}
-	stopErr := err
-	id := uint64(m.Server.MemberID())
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := learner.Remove(rctx, cli.Cluster, id); err != nil {
-		return errors.Join(stopErr, fmt.Errorf("replica: --remove-on-exit: removing member %x: %w (remove it with `etcdctl member remove %x`)", id, err, id))
+	if opts.Progress == nil {
+		opts.Progress = defaultProgress(opts.Logger)
 	}
-	closed = true
-	m.Close()
-	if err := os.RemoveAll(cfg.DataDir); err != nil {
-		return errors.Join(stopErr, fmt.Errorf("replica: --remove-on-exit: member %x removed, but its data dir stays: %w", id, err))
+	return opts, flush, nil
+}
+
+// joinClient is the client of the --join URLs: the join, the start checks
+// and the quota guard use it.
+func joinClient(lg *zap.Logger, cfg config.Replica) (*clientv3.Client, error) {
+	joinTLS, err := clientTLS(cfg.ClientTLS, cfg.Join)
+	if err != nil {
+		return nil, err
 	}
-	lg.Info("removed this replica's member entry and data dir", zap.String("member-id", fmt.Sprintf("%x", id)))
-	return stopErr
+	user, password := cfg.Credentials()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Join, TLS: joinTLS, DialTimeout: 5 * time.Second,
+		Username: user, Password: password,
+		Logger: lg.Named("join-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))})
+	if err != nil {
+		return nil, fmt.Errorf("replica: connect to --join %v: %w", cfg.Join, err)
+	}
+	return cli, nil
 }

@@ -1,0 +1,103 @@
+package replica
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/etcdserver"
+	"go.uber.org/zap"
+
+	"github.com/understudy-kv/understudy/config"
+	"github.com/understudy-kv/understudy/readpath"
+)
+
+// listenerSet is the replica's open client and metrics listeners, with the
+// front's TLS configuration; closeUnserved closes them unless serve took
+// them over.
+type listenerSet struct {
+	client, metrics []net.Listener
+	tls             *tls.Config
+	served          bool
+}
+
+func openListeners(cfg config.Replica) (*listenerSet, error) {
+	frontTLS, err := serverTLS(cfg.ClientTLS, cfg.ListenClientURLs)
+	if err != nil {
+		return nil, err
+	}
+	client, err := listen("listen-client-urls", cfg.ListenClientURLs)
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := listen("listen-metrics-urls", cfg.ListenMetricsURLs)
+	if err != nil {
+		closeAll(client)
+		return nil, err
+	}
+	return &listenerSet{client: client, metrics: metrics, tls: frontTLS}, nil
+}
+
+func (ls *listenerSet) closeUnserved() {
+	if !ls.served {
+		closeAll(ls.client)
+		closeAll(ls.metrics)
+	}
+}
+
+// newFront builds the replica's etcd-compatible front on its member.
+func newFront(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cli *clientv3.Client, frontTLS *tls.Config, roleState *roleStatus, reg prometheus.Registerer) (*readpath.Front, error) {
+	via, err := viaConfig(cfg, cli)
+	if err != nil {
+		return nil, err
+	}
+	return readpath.New(readpath.Config{
+		TLS:                   frontTLS,
+		Server:                srv,
+		Logger:                lg.Named("readpath"),
+		Registerer:            reg,
+		MaxStaleness:          cfg.MaxStaleness,
+		FreshnessInterval:     cfg.FreshnessInterval,
+		FreshnessIdleInterval: cfg.FreshnessIdleInterval,
+		ReadBatchInterval:     cfg.ReadBatchInterval,
+		ReadBatchMaxWait:      cfg.ReadBatchMaxWait,
+		Via:                   via,
+		Zone:                  cfg.Zone,
+		RoleState:             roleState.String,
+		Ready:                 readpath.ReadyConfig{MaxLag: cfg.ReadyMaxLag, MaxStaleness: cfg.ReadyStaleness()},
+		KeepAlive:             readpath.KeepAlive{MinTime: cfg.GRPCKeepAliveMinTime, Interval: cfg.GRPCKeepAliveInterval, Timeout: cfg.GRPCKeepAliveTimeout},
+	})
+}
+
+// viaConfig is how the front asks --read-index-via hubs: TLS as towards the
+// cluster, and with --user a login token for hubs with auth on.
+func viaConfig(cfg config.Replica, cli *clientv3.Client) (readpath.ViaConfig, error) {
+	via := readpath.ViaConfig{URLs: cfg.ReadIndexVia, Timeout: cfg.ReadIndexViaTimeout}
+	if len(via.URLs) == 0 {
+		return via, nil
+	}
+	viaTLS, err := clientTLS(cfg.ClientTLS, cfg.ReadIndexVia)
+	if err != nil {
+		return via, err
+	}
+	via.Client = &http.Client{Transport: &http.Transport{TLSClientConfig: viaTLS, MaxIdleConnsPerHost: 4}}
+	if user, password := cfg.Credentials(); user != "" {
+		via.Token = func(ctx context.Context) (string, error) {
+			resp, err := cli.Auth.Authenticate(ctx, user, password)
+			if errors.Is(err, rpctypes.ErrAuthNotEnabled) {
+				return "", nil
+			}
+			if err != nil {
+				return "", fmt.Errorf("replica: logging in as --user %s for --read-index-via: %w", user, err)
+			}
+			return resp.Token, nil
+		}
+	}
+	return via, nil
+}

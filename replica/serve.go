@@ -1,0 +1,96 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/understudy-kv/understudy/config"
+	"github.com/understudy-kv/understudy/learner"
+	"github.com/understudy-kv/understudy/readpath"
+)
+
+// memberHandle closes the embedded member once: leaveOnExit closes it
+// before removing its data dir, and Run's deferred close does nothing then
+// (embed.Etcd.Close panics when called twice).
+type memberHandle struct {
+	*embed.Etcd
+	closed bool
+}
+
+func (m *memberHandle) close() {
+	if !m.closed {
+		m.closed = true
+		m.Etcd.Close()
+	}
+}
+
+// serve runs, until ctx ends or one of them fails: the front on every
+// listener, the watch on the member, the quota guard and, for a standby or
+// voter role, the role loop (r, nil for a reader). Every goroutine is the
+// errgroup's.
+func serve(ctx context.Context, lg *zap.Logger, cfg config.Replica, m *embed.Etcd, front *readpath.Front, ls *listenerSet,
+	quota *quotaGuard, r *roles, ready chan<- struct{}) error {
+	ls.served = true
+	g, gctx := errgroup.WithContext(ctx)
+	for _, l := range ls.client {
+		g.Go(func() error { return front.Serve(l) })
+	}
+	for _, l := range ls.metrics {
+		g.Go(func() error { return front.ServeMetrics(l) })
+	}
+	lg.Info("replica serving", zap.String("name", cfg.Name), zap.String("member-id", m.Server.MemberID().String()),
+		zap.Strings("client-urls", cfg.AdvertiseClientURLs))
+	if ready != nil {
+		close(ready)
+	}
+	g.Go(func() error {
+		defer front.Stop()
+		select {
+		case <-gctx.Done():
+			return nil
+		case err := <-m.Err():
+			return fmt.Errorf("replica: member: %w", err)
+		case <-m.Server.StopNotify():
+			return ErrStopped
+		}
+	})
+	g.Go(func() error { return quota.run(gctx) })
+	if r != nil {
+		lg.Info("promotion policy", zap.String("role", string(cfg.Promotion.Role)), zap.Uint64("promote-max-lag", cfg.Promotion.MaxLag),
+			zap.Duration("promote-hold", cfg.Promotion.Hold), zap.Duration("failover-after", cfg.Promotion.FailoverAfter))
+		g.Go(func() error { r.run(gctx); return nil })
+	}
+	return g.Wait()
+}
+
+// leaveOnExit honours --remove-on-exit after serve ended with err: a clean
+// stop takes the member entry and data with it, and so does the quota
+// guard's stop of a learner (which costs no quorum), so that a replica
+// without its data dir can join again. It returns err, joined with what
+// went wrong on the way out.
+func leaveOnExit(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv3.Client, m *memberHandle, err error) error {
+	cleanStop := err == nil && ctx.Err() != nil
+	if !cfg.RemoveOnExit || !(cleanStop || errors.Is(err, errQuotaPassed)) {
+		return err
+	}
+	id := uint64(m.Server.MemberID())
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if rerr := learner.Remove(rctx, cli.Cluster, id); rerr != nil {
+		return errors.Join(err, fmt.Errorf("replica: --remove-on-exit: removing member %x: %w (remove it with `etcdctl member remove %x`)", id, rerr, id))
+	}
+	m.close()
+	if rerr := os.RemoveAll(cfg.DataDir); rerr != nil {
+		return errors.Join(err, fmt.Errorf("replica: --remove-on-exit: member %x removed, but its data dir stays: %w", id, rerr))
+	}
+	lg.Info("removed this replica's member entry and data dir", zap.String("member-id", fmt.Sprintf("%x", id)))
+	return err
+}
