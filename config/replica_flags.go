@@ -1,0 +1,120 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/understudy-kv/understudy/promotion"
+)
+
+// NewReplicaFlags registers the replica's flags, bound to cfg. Flag names are
+// etcd's wherever etcd has the same setting.
+func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
+	fs := flag.NewFlagSet("replica", flag.ContinueOnError)
+	fs.StringVar(&cfg.Name, "name", cfg.Name, "Member name of this replica; unique in the cluster.")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "Path to the data directory (default: ${name}.replica). An existing one restarts as the same member.")
+	fs.Var((*list)(&cfg.Join), "join", "Comma-separated client URLs of the cluster to join (any voters).")
+	fs.Var((*list)(&cfg.ListenPeerURLs), "listen-peer-urls", "URLs to listen on for raft traffic from the voters.")
+	fs.Var((*list)(&cfg.AdvertisePeerURLs), "initial-advertise-peer-urls", "This replica's peer URLs as the voters must reach them.")
+	fs.Var((*list)(&cfg.ListenClientURLs), "listen-client-urls", "URLs to serve etcd's gRPC API on (the replica's front).")
+	fs.Var((*list)(&cfg.AdvertiseClientURLs), "advertise-client-urls", "Client URLs to publish in the member list (default: --listen-client-urls).")
+	fs.Var((*list)(&cfg.ListenMetricsURLs), "listen-metrics-urls", "URLs to serve /metrics and /health on (plain HTTP).")
+	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", cfg.JoinTimeout, "On first start: time to catch up before the replica gives up, removes the learner entry it added and exits.")
+	fs.DurationVar(&cfg.MaxStaleness, "max-staleness", cfg.MaxStaleness, "Staleness bound for serializable reads that carry none (0: serve them locally as they are). A request can set its own with the gRPC metadata key \"understudy-max-staleness\" (a Go duration).")
+	fs.DurationVar(&cfg.FreshnessInterval, "freshness-interval", cfg.FreshnessInterval, "How often the replica confirms freshness with a ReadIndex round; each round costs the leader one heartbeat round.")
+	fs.DurationVar(&cfg.FreshnessIdleInterval, "freshness-idle-interval", cfg.FreshnessIdleInterval, "Period of the freshness rounds while no bounded read has come for 5s, so that an idle replica costs the leader almost nothing (0: always --freshness-interval).")
+	fs.DurationVar(&cfg.ReadBatchInterval, "read-batch-interval", cfg.ReadBatchInterval, "Least time between two ReadIndex rounds through the leader. Strong and bounded reads arriving meanwhile share the next round: longer means less leader work per read and at most this much more latency; 0 runs rounds back to back.")
+	fs.DurationVar(&cfg.ReadBatchMaxWait, "read-batch-max-wait", cfg.ReadBatchMaxWait, "Most time a strong or bounded read waits for its ReadIndex round to start while the round is held for the other readers coming back (the number that waited at once in the last round): rounds then carry whole client populations, and the leader pays for fewer; 0 starts a round as soon as a read asks and --read-batch-interval allows.")
+	fs.Var((*list)(&cfg.ReadIndexVia), "read-index-via", "Comma-separated client URLs of other replicas of this cluster to obtain read indexes from for strong reads, instead of a ReadIndex round of this replica's own: replicas in one place then share rounds. Reads stay linearizable: the named replica answers after a round that started after the request. Each must be a client URL that a member of this cluster advertises (etcdctl member list); an answer is used only if it names that member. Bounded reads, freshness and leader contact still come from own rounds. Empty: own rounds.")
+	fs.DurationVar(&cfg.ReadIndexViaTimeout, "read-index-via-timeout", cfg.ReadIndexViaTimeout, "Time to wait for a --read-index-via replica's answer, and then for its index to be applied here; past either, the replica does its own round through the leader and keeps away from that hub for a back-off (1s, doubling while it keeps failing, up to 32s). A hub that answers in more than half this time 3 times in a row is dropped too.")
+	fs.BoolVar(&cfg.SkipPeerURLCheck, "skip-peer-url-check", cfg.SkipPeerURLCheck, "Do not check, on first start, that --initial-advertise-peer-urls lead back to this replica (only for hosts that cannot reach their own advertised address).")
+	fs.UintVar(&cfg.HeartbeatMs, "heartbeat-interval", cfg.HeartbeatMs, "Raft heartbeat interval in ms; use the voters' value.")
+	fs.UintVar(&cfg.ElectionMs, "election-timeout", cfg.ElectionMs, "Raft election timeout in ms; use the voters' value.")
+	fs.StringVar(&cfg.AuthToken, "auth-token", cfg.AuthToken, "Auth token type, as the voters' --auth-token (simple or jwt,…).")
+	fs.StringVar(&cfg.ClientTLS.CertFile, "cert-file", "", "TLS certificate of the front, for https --listen-client-urls; also the replica's client certificate towards the --join URLs.")
+	fs.StringVar(&cfg.ClientTLS.KeyFile, "key-file", "", "TLS key for --cert-file.")
+	fs.StringVar(&cfg.ClientTLS.TrustedCAFile, "trusted-ca-file", "", "CA bundle that client certificates (with --client-cert-auth) and the --join URLs' certificates are verified against.")
+	fs.BoolVar(&cfg.ClientTLS.ClientCertAuth, "client-cert-auth", false, "Require clients of the front to present a certificate signed by --trusted-ca-file.")
+	fs.StringVar(&cfg.PeerTLS.CertFile, "peer-cert-file", "", "TLS certificate for raft traffic with the voters (https peer URLs), as etcd's --peer-cert-file.")
+	fs.StringVar(&cfg.PeerTLS.KeyFile, "peer-key-file", "", "TLS key for --peer-cert-file.")
+	fs.StringVar(&cfg.PeerTLS.TrustedCAFile, "peer-trusted-ca-file", "", "CA bundle the voters' peer certificates are verified against, as etcd's --peer-trusted-ca-file.")
+	fs.BoolVar(&cfg.PeerTLS.ClientCertAuth, "peer-client-cert-auth", false, "Require peers to present a certificate signed by --peer-trusted-ca-file, as etcd's --peer-client-cert-auth.")
+	fs.StringVar(&cfg.User, "user", cfg.User, "User name[:password] the replica's own client logs in with, on an auth-enabled cluster (as etcdctl's --user).")
+	fs.StringVar(&cfg.Password, "password", cfg.Password, "Password for --user; prefer UNDERSTUDY_PASSWORD or the config file, which keep it out of `ps`.")
+	fs.Int64Var(&cfg.QuotaBackendBytes, "quota-backend-bytes", cfg.QuotaBackendBytes, "Backend quota in bytes, as etcd's. A member over its quota stops writes cluster-wide (NOSPACE), so 0 takes the largest quota any voter reports and a smaller value is refused.")
+	fs.DurationVar(&cfg.QuotaCheckInterval, "quota-check-interval", cfg.QuotaCheckInterval, "How often the voters' backend quotas are asked again. Once every voter's is above this learner's, its database would stop the cluster's writes first (NOSPACE), so it stops (started again, it takes the voters' quota); a promoted replica only reports it.")
+	fs.UintVar(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "Maximum client request size in bytes the replica accepts, as etcd's.")
+	fs.UintVar(&cfg.MaxTxnOps, "max-txn-ops", cfg.MaxTxnOps, "Maximum number of operations in a transaction, as etcd's.")
+	fs.Func("max-concurrent-streams", fmt.Sprintf("Maximum concurrent streams each client can open at a time, as etcd's (default %d).", cfg.MaxConcurrentStreams), func(v string) error {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return fmt.Errorf("want a whole number from 0 to %d", uint32(math.MaxUint32))
+		}
+		cfg.MaxConcurrentStreams = uint32(n)
+		return nil
+	})
+	fs.DurationVar(&cfg.GRPCKeepAliveMinTime, "grpc-keepalive-min-time", cfg.GRPCKeepAliveMinTime, "Minimum interval a client should wait before pinging the replica, as etcd's.")
+	fs.DurationVar(&cfg.GRPCKeepAliveInterval, "grpc-keepalive-interval", cfg.GRPCKeepAliveInterval, "Frequency of server-to-client pings to check a connection is alive, as etcd's.")
+	fs.DurationVar(&cfg.GRPCKeepAliveTimeout, "grpc-keepalive-timeout", cfg.GRPCKeepAliveTimeout, "Wait for a ping's answer before closing a non-responsive connection, as etcd's.")
+	fs.DurationVar(&cfg.WatchProgressNotifyInterval, "watch-progress-notify-interval", cfg.WatchProgressNotifyInterval, "Period of progress notifications on watches that ask for them, as etcd's.")
+	fs.Uint64Var(&cfg.ReadyMaxLag, "ready-max-lag", cfg.ReadyMaxLag, "/readyz fails while the replica's applied index is more than this many entries behind the commit index it knows.")
+	fs.DurationVar(&cfg.ReadyMaxStaleness, "ready-max-staleness", cfg.ReadyMaxStaleness, "/readyz fails while the replica's freshness age is above this (0: the larger of 5s and 3 × the slower of --freshness-interval and --freshness-idle-interval).")
+	fs.Func("role", "reader (never promotes), voter (promotes itself once caught up) or standby (replaces a voter unreachable for --failover-after). Default reader.", func(s string) error {
+		r, err := promotion.ParseRole(s)
+		cfg.Promotion.Role = r
+		return err
+	})
+	fs.Uint64Var(&cfg.Promotion.MaxLag, "promote-max-lag", cfg.Promotion.MaxLag, "Promote only within this many entries of the leader's commit index (etcd's own check is 90% of the leader's log, which on a long log is far looser).")
+	fs.DurationVar(&cfg.Promotion.Hold, "promote-hold", cfg.Promotion.Hold, "Promote only after being caught up, without a break, for this long.")
+	fs.DurationVar(&cfg.Promotion.LeaderContact, "promote-leader-contact", cfg.Promotion.LeaderContact, "Count as caught up only if the leader was heard from within this long.")
+	fs.DurationVar(&cfg.Promotion.FailoverAfter, "failover-after", cfg.Promotion.FailoverAfter, "A standby replaces a voter silent for longer than this: none of its peer URLs answers and the leader's raft progress does not show it active (its client URLs are never asked).")
+	fs.BoolVar(&cfg.RemoveOnExit, "remove-on-exit", cfg.RemoveOnExit, "On a clean stop, remove this replica's member entry and its data dir (for replicas that come and go).")
+	fs.StringVar(&cfg.Zone, "zone", cfg.Zone, "Zone label told to balancers that probe this replica, for zone-affine reads (for example the cloud zone's name).")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "Log level: debug, info, warn or error.")
+	fs.StringVar(&cfg.ConfigFile, ConfigFileFlag, "", "Path to a YAML file of settings keyed by flag name. Precedence: flag > UNDERSTUDY_* environment > file > default.")
+	return fs
+}
+
+// LoadReplica parses args, the environment and any config file into cfg.
+func LoadReplica(cfg *Replica, fs *flag.FlagSet, args []string) error {
+	got, err := loadFlagsOnly(fs, args, nil)
+	if errors.Is(err, ErrHelp) {
+		return err
+	}
+	if !got.Set["data-dir"] {
+		cfg.DataDir = cfg.Name + ".replica"
+	}
+	if got.Set["listen-client-urls"] && !got.Set["advertise-client-urls"] {
+		cfg.AdvertiseClientURLs = cfg.ListenClientURLs
+	}
+	if got.Set["listen-peer-urls"] && !got.Set["initial-advertise-peer-urls"] {
+		cfg.AdvertisePeerURLs = cfg.ListenPeerURLs
+	}
+	return err
+}
+
+// list is a comma-separated flag value; a new value replaces the old one,
+// so that a flag overrides the file rather than adding to it.
+type list []string
+
+func (l *list) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(*l, ",")
+}
+
+func (l *list) Set(s string) error {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	*l = out
+	return nil
+}
