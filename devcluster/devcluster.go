@@ -56,70 +56,25 @@ func (c Config) voters() []voterSpec {
 // Run starts the deployment, prints how to use it, and stops it cleanly
 // when ctx ends.
 func Run(ctx context.Context, cfg Config) (err error) {
-	if cfg.Host == "" {
-		cfg.Host = "127.0.0.1"
+	cfg, cleanup, err := cfg.withDefaults()
+	if err != nil {
+		return err
 	}
-	if cfg.BasePort == 0 {
-		cfg.BasePort = 2379
-	}
-	if cfg.Out == nil {
-		cfg.Out = io.Discard
-	}
-	if cfg.Dir == "" {
-		dir, err := os.MkdirTemp("", "understudy-dev-")
-		if err != nil {
-			return fmt.Errorf("devcluster: %w", err)
-		}
-		defer os.RemoveAll(dir)
-		cfg.Dir = dir
-	}
+	defer cleanup()
 	voters := cfg.voters()
-	var ic []string
-	for _, v := range voters {
-		ic = append(ic, v.name+"="+v.peer)
-	}
-
-	// Start all voters concurrently: each waits for a quorum to be ready.
-	type started struct {
-		e   *embed.Etcd
-		err error
-	}
-	results := make(chan started, len(voters))
-	for _, v := range voters {
-		pc, err := voterConfig(cfg.Dir, v, strings.Join(ic, ","))
-		if err != nil {
-			return err
-		}
-		go func() {
-			e, err := primary.Start(ctx, pc)
-			results <- started{e, err}
-		}()
-	}
-	var members []*embed.Etcd
-	var problems []error
-	for range voters {
-		r := <-results
-		if r.err != nil {
-			problems = append(problems, r.err)
-			continue
-		}
-		members = append(members, r.e)
-	}
+	members, err := startVoters(ctx, cfg, voters)
 	defer func() {
 		for _, m := range members {
 			m.Close()
 		}
 	}()
-	if len(problems) > 0 {
-		return fmt.Errorf("devcluster: voters did not start (ports %d-%d in use? --dev-port picks others): %w",
-			cfg.BasePort, cfg.BasePort+5, errors.Join(problems...))
+	if err != nil {
+		return err
 	}
-
 	var eps []string
 	for _, v := range voters {
 		eps = append(eps, v.client)
 	}
-
 	errs := make(chan error, len(members)+1)
 	rcfg := replicaConfig(cfg, eps)
 	ready := make(chan struct{})
@@ -147,7 +102,77 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return nil
 	}
 	printWelcome(cfg, eps, rcfg.AdvertiseClientURLs[0])
+	return watchVoters(ctx, cfg, members, errs)
+}
 
+// withDefaults fills what cfg leaves out; cleanup removes a data dir it
+// made.
+func (cfg Config) withDefaults() (_ Config, cleanup func(), err error) {
+	cleanup = func() {}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if cfg.BasePort == 0 {
+		cfg.BasePort = 2379
+	}
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
+	if cfg.Dir == "" {
+		dir, err := os.MkdirTemp("", "understudy-dev-")
+		if err != nil {
+			return cfg, cleanup, fmt.Errorf("devcluster: %w", err)
+		}
+		cfg.Dir, cleanup = dir, func() { os.RemoveAll(dir) }
+	}
+	return cfg, cleanup, nil
+}
+
+// startVoters starts every voter at once (each waits for a quorum) and
+// returns those that started, with an error if any did not.
+func startVoters(ctx context.Context, cfg Config, voters []voterSpec) ([]*embed.Etcd, error) {
+	var ic []string
+	for _, v := range voters {
+		ic = append(ic, v.name+"="+v.peer)
+	}
+	type started struct {
+		e   *embed.Etcd
+		err error
+	}
+	results := make(chan started, len(voters))
+	launched := 0
+	var problems []error
+	for _, v := range voters {
+		pc, err := voterConfig(cfg.Dir, v, strings.Join(ic, ","))
+		if err != nil {
+			problems = append(problems, err)
+			break
+		}
+		launched++
+		go func() {
+			e, err := primary.Start(ctx, pc)
+			results <- started{e, err}
+		}()
+	}
+	var members []*embed.Etcd
+	for range launched {
+		r := <-results
+		if r.err != nil {
+			problems = append(problems, r.err)
+			continue
+		}
+		members = append(members, r.e)
+	}
+	if len(problems) > 0 {
+		return members, fmt.Errorf("devcluster: voters did not start (ports %d-%d in use? --dev-port picks others): %w",
+			cfg.BasePort, cfg.BasePort+5, errors.Join(problems...))
+	}
+	return members, nil
+}
+
+// watchVoters returns nil when ctx ends, or the first voter's failure (or
+// the replica's, through errs).
+func watchVoters(ctx context.Context, cfg Config, members []*embed.Etcd, errs chan error) error {
 	for _, m := range members {
 		go func() {
 			select {
