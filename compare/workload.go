@@ -336,28 +336,8 @@ func (w *workload) run(ctx context.Context, started chan<- time.Time) (*History,
 	h.Elapsed = w.now()
 	h.Writes = append(pre, writes...)
 
-	// Drain: both watches deliver the last acknowledged write, or the
-	// deadline passes and what is missing counts as lost.
-	last := w.lastAcked.Load()
-	drain := time.NewTimer(w.cfg.Drain)
-	defer drain.Stop()
-	poll := time.NewTicker(10 * time.Millisecond)
-	defer poll.Stop()
-	for drained := false; !drained; {
-		drained = true
-		for _, wt := range watchers {
-			drained = drained && wt.last.Load() >= last
-		}
-		if drained {
-			break
-		}
-		select {
-		case <-drain.C:
-			drained = true
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-poll.C:
-		}
+	if err := w.drain(ctx, watchers); err != nil {
+		return nil, err
 	}
 	stopWatches()
 	for name, wt := range watchers {
@@ -368,4 +348,30 @@ func (w *workload) run(ctx context.Context, started chan<- time.Time) (*History,
 		}
 	}
 	return h, nil
+}
+
+// drain waits until every watch has delivered the last acknowledged write,
+// or the drain deadline passes (what is missing then counts as lost).
+func (w *workload) drain(ctx context.Context, watchers map[string]*watcher) error {
+	last := w.lastAcked.Load()
+	deadline := time.NewTimer(w.cfg.Drain)
+	defer deadline.Stop()
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		drained := true
+		for _, wt := range watchers {
+			drained = drained && wt.last.Load() >= last
+		}
+		if drained {
+			return nil
+		}
+		select {
+		case <-deadline.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-poll.C:
+		}
+	}
 }
