@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -161,6 +162,25 @@ func loadEnv(fs *flag.FlagSet, set map[string]bool) (problems []error) {
 		set[f.Name] = true
 	})
 	return problems
+}
+
+// UnknownEnv lists the UNDERSTUDY_* environment variables that name no flag
+// of fs, as etcd warns of an unrecognized ETCD_* variable: a misspelt one
+// would otherwise be ignored without a word.
+func UnknownEnv(fs *flag.FlagSet) []string {
+	var unknown []string
+	for _, kv := range os.Environ() {
+		key, _, _ := strings.Cut(kv, "=")
+		name, ok := strings.CutPrefix(key, EnvPrefix)
+		if !ok || name == "" {
+			continue
+		}
+		if fs.Lookup(strings.ToLower(strings.ReplaceAll(name, "_", "-"))) == nil {
+			unknown = append(unknown, key)
+		}
+	}
+	slices.Sort(unknown)
+	return unknown
 }
 
 func envName(flagName string) string {

@@ -193,3 +193,14 @@ func writeFile(t *testing.T, path, body string) {
 		t.Fatal(err)
 	}
 }
+
+func TestUnknownEnvNamesMisspeltVariables(t *testing.T) {
+	cfg := DefaultReplica()
+	fs := NewReplicaFlags(&cfg)
+	t.Setenv("UNDERSTUDY_FAILOVER_AFTR", "5s")
+	t.Setenv("UNDERSTUDY_FAILOVER_AFTER", "5s")
+	t.Setenv("UNDERSTUDY_MAX_STALENESS", "1s")
+	if got := UnknownEnv(fs); len(got) != 1 || got[0] != "UNDERSTUDY_FAILOVER_AFTR" {
+		t.Fatalf("UnknownEnv = %v, want [UNDERSTUDY_FAILOVER_AFTR]", got)
+	}
+}

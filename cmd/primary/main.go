@@ -63,6 +63,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, version.String())
 		return 0
 	}
+	for _, key := range config.UnknownEnv(pf.FS) {
+		fmt.Fprintf(stderr, "primary: warning: %s names no flag of primary (ignored; see --help)\n", key)
+	}
 	if cfg.Dev {
 		err = devcluster.Run(ctx, devcluster.Config{Dir: cfg.DevDir, Out: stdout, BasePort: cfg.DevPort})
 	} else {

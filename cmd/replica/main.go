@@ -86,6 +86,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printProblems(stderr, err)
 		return 2
 	}
+	for _, key := range config.UnknownEnv(fs) {
+		fmt.Fprintf(stderr, "replica: warning: %s names no flag of replica (ignored; see --help)\n", key)
+	}
 	if err := replica.Run(ctx, cfg, replica.Options{}); err != nil {
 		printProblems(stderr, err)
 		return 1
