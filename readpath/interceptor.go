@@ -16,7 +16,8 @@ import (
 const kvService = "etcdserverpb.KV"
 
 // unaryInterceptor counts requests and, like etcd's own, refuses a request
-// that requires a leader when the member knows none. It does not refuse
+// that requires a leader when the member knows none; so it does any request
+// that would be a raft proposal (see proposes). It does not refuse
 // learners: serving them is this package's point.
 func unaryInterceptor(lw *leaderWatch, m *Metrics, zone string, roleState func() string, age func() time.Duration) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -38,7 +39,7 @@ func unaryInterceptor(lw *leaderWatch, m *Metrics, zone string, roleState func()
 		if service != kvService {
 			m.requests.WithLabelValues(shortService(service), method, modeNone).Inc()
 		}
-		if requiresLeader(ctx) && !lw.hasLeader() {
+		if (requiresLeader(ctx) || proposes(info.FullMethod, req)) && !lw.hasLeader() {
 			return nil, rpctypes.ErrGRPCNoLeader
 		}
 		return handler(ctx, req)

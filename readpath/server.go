@@ -19,6 +19,18 @@
 //     else after a fresh ReadIndex round, or an Unavailable error at the
 //     request's deadline. Never older than the bound.
 //
+// Every read, watch and forwarded write tells, in its response header, the
+// mode that served it, the staleness the replica can prove, whether it
+// knows a leader and its store's revision (wire.ReadModeKey and the rest;
+// see answer.go).
+//
+// With no leader (a majority of voters down, or the replica cut off), weak
+// reads and watches are still served from the store, strong and bounded
+// reads fail at their deadline, and requests that would be raft proposals
+// are refused at once (see proposes): nothing is forwarded that could be
+// applied after the client's deadline. All of it recovers by itself when a
+// leader is heard from again.
+//
 // etcd's own v3rpc server cannot be used as is: its interceptors refuse every
 // request to a learner but Status and serializable Range. The handlers behind
 // them work on a learner, so this package registers them on its own server,
