@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Builds kube-apiserver and kubectl from k8s.io/kubernetes (through the Go
+# module proxy) for the kube-apiserver e2e test (test/kube), in a throwaway
+# module outside this repository, and caches the binaries.
+#
+#   scripts/build-kube.sh                        # Kubernetes v1.37.2
+#   KUBE_VERSION=v1.37.2 KUBE_CACHE=/tmp/kube scripts/build-kube.sh
+#
+# The module lives in $KUBE_CACHE (default
+# ${XDG_CACHE_HOME:-$HOME/.cache}/understudy/kube-<version>); the binaries in
+# $KUBE_CACHE/bin. Prints the two binary paths, kube-apiserver first. A second
+# run with both binaries present builds nothing. k8s.io/kubernetes maps its
+# staging modules (k8s.io/api, k8s.io/apiserver, ...) to ./staging with
+# `replace`, which only works inside its own repository; here each is mapped to
+# its published v0.<minor>.<patch> tag instead, the list taken from that
+# version's own go.mod. Builds run under `nice -n 19`: the machine is shared.
+set -euo pipefail
+export GOWORK=off
+
+KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
+KUBE_CACHE=${KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/understudy/kube-$KUBE_VERSION}
+bin=$KUBE_CACHE/bin
+
+if [ -x "$bin/kube-apiserver" ] && [ -x "$bin/kubectl" ]; then
+  echo "$bin/kube-apiserver"
+  echo "$bin/kubectl"
+  exit 0
+fi
+
+case $KUBE_VERSION in
+  v1.*.*) ;;
+  *) echo "build-kube: KUBE_VERSION=$KUBE_VERSION is not a release tag like v1.37.2" >&2; exit 1 ;;
+esac
+# Staging modules are tagged v0.<minor>.<patch> for Kubernetes v1.<minor>.<patch>.
+staging_version=v0.${KUBE_VERSION#v1.}
+
+mkdir -p "$KUBE_CACHE" "$bin"
+cd "$KUBE_CACHE"
+
+gomod=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')
+if [ ! -s "$gomod" ]; then
+  echo "build-kube: could not download k8s.io/kubernetes@$KUBE_VERSION through $(go env GOPROXY)" >&2
+  exit 1
+fi
+staging=$(sed -n '/^replace (/,/^)/s/^[[:space:]]*\(k8s\.io\/[^[:space:]]*\) => \.\/staging\/.*/\1/p' "$gomod")
+if [ -z "$staging" ]; then
+  echo "build-kube: no staging replace block in $gomod" >&2
+  exit 1
+fi
+go_line=$(grep -m1 '^go ' "$gomod")
+
+{
+  echo "module understudy.local/kube-build"
+  echo
+  echo "$go_line"
+  echo
+  echo "require k8s.io/kubernetes $KUBE_VERSION"
+  echo
+  echo "replace ("
+  for m in $staging; do
+    echo "	$m => $m $staging_version"
+  done
+  echo ")"
+} >go.mod
+cat >tools.go <<'EOF'
+//go:build tools
+
+// Package tools pins the commands this module builds.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+EOF
+
+# The version stamps Kubernetes' own build sets (hack/lib/version.sh), so
+# that the binaries report $KUBE_VERSION rather than v0.0.0-master.
+minor=${KUBE_VERSION#v1.}
+minor=${minor%%.*}
+ldflags=""
+for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+  ldflags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+done
+
+# Resolve the whole graph (downloads every dependency once); go.sum follows.
+nice -n 19 go mod tidy -e >&2
+for cmd in kube-apiserver kubectl; do
+  if [ ! -x "$bin/$cmd" ]; then
+    nice -n 19 go build -trimpath -ldflags "$ldflags" -o "$bin/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" >&2
+    mv "$bin/$cmd.tmp" "$bin/$cmd"
+  fi
+done
+echo "$bin/kube-apiserver"
+echo "$bin/kubectl"
