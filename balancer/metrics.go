@@ -14,7 +14,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "understudy", Subsystem: "balancer", Name: "requests_total",
-			Help: "Calls sent by balanced clients, by route (read, voter-read for reads a learner refused, write) and endpoint.",
+			Help: "Calls sent by balanced clients, by route (read; bounded-read for serializable reads with a staleness budget; voter-read for reads a learner refused or no replica could serve within their budget; write) and endpoint.",
 		}, []string{"route", "endpoint"}),
 		ejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "understudy", Subsystem: "balancer", Name: "ejections_total",

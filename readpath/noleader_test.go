@@ -1,9 +1,15 @@
 package readpath
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 
+	"github.com/jonboulle/clockwork"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc"
 )
 
 func TestProposes(t *testing.T) {
@@ -33,5 +39,30 @@ func TestProposes(t *testing.T) {
 		if got := proposes(c.method, c.req); got != c.want {
 			t.Errorf("proposes(%s, %v) = %v, want %v", c.method, c.req, got, c.want)
 		}
+	}
+}
+
+func TestNoLeaderRefusesProposalsOnly(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	leader := uint64(1)
+	lw := newLeaderWatch(NewLeaderContact(clock, func() ContactSample { return ContactSample{Leader: leader} }), clock, time.Second)
+	ic := unaryInterceptor(lw, NewMetrics(nil, func() float64 { return 0 }), "", nil, func() time.Duration { return 0 })
+	call := func(method string, req any) (bool, error) {
+		called := false
+		_, err := ic(context.Background(), req, &grpc.UnaryServerInfo{FullMethod: method}, func(context.Context, any) (any, error) {
+			called = true
+			return nil, nil
+		})
+		return called, err
+	}
+	if called, err := call("/etcdserverpb.KV/Put", &pb.PutRequest{}); !called || err != nil {
+		t.Fatalf("put with a leader heard from: handled %v, %v", called, err)
+	}
+	clock.Advance(3 * time.Second) // nothing heard for three election timeouts
+	if called, err := call("/etcdserverpb.KV/Put", &pb.PutRequest{}); called || !errors.Is(err, rpctypes.ErrGRPCNoLeader) {
+		t.Fatalf("put with no leader: handled %v, %v; want refused with %v, not forwarded", called, err, rpctypes.ErrGRPCNoLeader)
+	}
+	if called, err := call("/etcdserverpb.KV/Range", &pb.RangeRequest{Serializable: true}); !called || err != nil {
+		t.Fatalf("weak read with no leader: handled %v, %v; want served", called, err)
 	}
 }
