@@ -111,6 +111,11 @@ func CheckDataDir(self Self, s Stored, held bool, clusterID uint64, members []*e
 	}
 	m := members[i]
 	switch {
+	case m.Name == "" && m.IsLearner && !SamePeerURLs(m.PeerURLs, self.PeerURLs):
+		// Perhaps another replica's first start, under way with a copy
+		// of this data dir: not this replica's to drop or remove.
+		return 0, fmt.Errorf("%w: --data-dir %s holds learner %x, which never started, with peer URLs %v, not this replica's %v; if no replica is starting with it, remove it with `replica leave --endpoints %s %x`, or start with --initial-advertise-peer-urls %s",
+			ErrOtherMembersDataDir, self.DataDir, m.ID, m.PeerURLs, self.PeerURLs, joinList(self.Join), m.ID, joinList(m.PeerURLs))
 	case m.Name == "" && m.IsLearner:
 		return VerdictDiscard, nil
 	case m.Name != "" && m.Name != self.Name:

@@ -50,8 +50,9 @@ func TestCheckDataDir(t *testing.T) {
 	members := []*etcdserverpb.Member{
 		{ID: 1, Name: "v1"},
 		{ID: 2, Name: "r1", IsLearner: true},
-		{ID: 3, IsLearner: true},
+		{ID: 3, IsLearner: true, PeerURLs: []string{"http://p1"}},
 		{ID: 4, Name: "r2", IsLearner: true},
+		{ID: 6, IsLearner: true, PeerURLs: []string{"http://p2"}},
 	}
 	for _, tc := range []struct {
 		name    string
@@ -64,6 +65,8 @@ func TestCheckDataDir(t *testing.T) {
 		{name: "no member", want: VerdictJoin},
 		{name: "this member", stored: Stored{ID: 2, ClusterID: 9}, held: true, want: VerdictRestart},
 		{name: "never started", stored: Stored{ID: 3, ClusterID: 9}, held: true, want: VerdictDiscard},
+		{name: "never started, other peer URLs", stored: Stored{ID: 6, ClusterID: 9}, held: true, wantErr: ErrOtherMembersDataDir,
+			says: []string{"learner 6", "http://p2", "replica leave --endpoints http://v1:2379 6"}},
 		{name: "other cluster", stored: Stored{ID: 2, ClusterID: 8}, held: true, wantErr: ErrForeignDataDir,
 			says: []string{"cluster 8", "is cluster 9", "/data/r1", "--join http://v1:2379"}},
 		{name: "removed", stored: Stored{ID: 5, ClusterID: 9}, held: true, wantErr: ErrRemovedMember, says: []string{"member 5", "/data/r1"}},

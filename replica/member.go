@@ -31,30 +31,37 @@ func prepare(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clien
 	if err := joinsItself(cfg); err != nil {
 		return err
 	}
-	joinTLS, err := clientTLS(cfg.ClientTLS, cfg.Join)
-	if err != nil {
-		return err
-	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: joinTLS}}
-	defer hc.CloseIdleConnections()
-	pctx, cancel := context.WithTimeout(ctx, joinProbeTimeout)
-	defer cancel()
-	cl, err := learner.ProbeJoin(pctx, cli.Cluster, hc, cfg.Join)
-	if err != nil {
-		return fmt.Errorf("replica: %w", err)
-	}
 	stored, held, err := learner.ReadDataDir(cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("replica: %w", err)
 	}
+	cl, err := probeJoin(ctx, cfg, cli)
+	if err != nil && held {
+		// A member restarting must not depend on --join: a voter serves
+		// clients only once it has published itself, which takes a quorum
+		// this member may be part of (a promoted replica). Its own raft
+		// refuses peers of another cluster.
+		lg.Warn("--join does not answer; restarting as the member the data dir holds, unchecked against it",
+			zap.String("data-dir", cfg.DataDir), zap.String("member-id", fmt.Sprintf("%x", stored.ID)),
+			zap.String("cluster-id", fmt.Sprintf("%x", stored.ClusterID)), zap.Error(err))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("replica: %w", err)
+	}
 	verdict, err := learner.CheckDataDir(self(cfg), stored, held, cl.ID, cl.Members)
-	if errors.Is(err, learner.ErrRemovedMember) {
-		// The serializable list may lag the add: ask the leader's before
-		// refusing.
+	if errors.Is(err, learner.ErrRemovedMember) || verdict == learner.VerdictDiscard {
+		// The serializable list may lag (an add not yet applied where it
+		// was read, a learner since started or promoted): decide on the
+		// leader's before refusing, and before deleting anything.
 		lctx, cancel := context.WithTimeout(ctx, joinProbeTimeout)
-		defer cancel()
-		if list, lerr := cli.MemberList(lctx); lerr == nil {
+		list, lerr := cli.MemberList(lctx)
+		cancel()
+		switch {
+		case lerr == nil:
 			verdict, err = learner.CheckDataDir(self(cfg), stored, held, list.Header.ClusterId, list.Members)
+		case verdict == learner.VerdictDiscard:
+			return fmt.Errorf("replica: --data-dir %s holds learner %x, which the cluster lists as never started, but the leader's member list cannot confirm it (%v); nothing deleted, start again once --join answers", cfg.DataDir, stored.ID, lerr)
 		}
 	}
 	if err != nil {
@@ -63,22 +70,28 @@ func prepare(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clien
 	if verdict != learner.VerdictDiscard {
 		return nil
 	}
-	lg.Warn("the data dir holds a learner that never started (the cluster lists it without a name); dropping the data dir and joining again",
+	// The entry has this replica's peer URLs (CheckDataDir): the join
+	// takes it over.
+	lg.Warn("the data dir holds a learner that never started (the cluster lists it without a name); dropping the data dir and joining again as it",
 		zap.String("data-dir", cfg.DataDir), zap.String("member-id", fmt.Sprintf("%x", stored.ID)))
 	if err := os.RemoveAll(filepath.Join(cfg.DataDir, "member")); err != nil {
 		return fmt.Errorf("replica: --data-dir %s: dropping the data of learner %x that never started: %w", cfg.DataDir, stored.ID, err)
 	}
-	for _, m := range cl.Members {
-		if m.ID == stored.ID && !learner.SamePeerURLs(m.PeerURLs, cfg.AdvertisePeerURLs) {
-			// Not this replica's peer URLs any more: the join adds anew.
-			if err := learner.Remove(ctx, cli.Cluster, m.ID); err != nil {
-				return fmt.Errorf("replica: %w", err)
-			}
-			lg.Info("removed the entry of the learner that never started", zap.String("member-id", fmt.Sprintf("%x", m.ID)),
-				zap.Strings("its-peer-urls", m.PeerURLs))
-		}
-	}
 	return nil
+}
+
+// probeJoin checks, within joinProbeTimeout, that --join reaches an etcd
+// cluster, and returns its ID and (serializable) member list.
+func probeJoin(ctx context.Context, cfg config.Replica, cli *clientv3.Client) (learner.Cluster, error) {
+	joinTLS, err := clientTLS(cfg.ClientTLS, cfg.Join)
+	if err != nil {
+		return learner.Cluster{}, err
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: joinTLS}}
+	defer hc.CloseIdleConnections()
+	pctx, cancel := context.WithTimeout(ctx, joinProbeTimeout)
+	defer cancel()
+	return learner.ProbeJoin(pctx, cli.Cluster, hc, cfg.Join)
 }
 
 func self(cfg config.Replica) learner.Self {

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/understudy-kv/understudy/learner"
 	"github.com/understudy-kv/understudy/test/harness"
 )
 
@@ -127,18 +128,34 @@ func TestReplicaCrashAfterWALRestarts(t *testing.T) {
 				peer = harness.URL(harness.FreePort(t))
 			}
 			name := fmt.Sprintf("r-%v", samePeer)
-			r := startReplica(t, bins, c, name, replicaOpts{AdvertisePeerURL: peer,
+			r := startReplica(t, bins, c, name, replicaOpts{AdvertisePeerURL: peer, NoWait: !samePeer,
 				Extra: []string{"--listen-peer-urls", peer, "--data-dir", dataDir}})
-			id, _ := memberID(t, client(t, c.Endpoints()...), r.ClientURL)
-			if samePeer != (id == stale) {
-				t.Fatalf("the replica is member %x; the crashed start's entry was %x (same peer URLs: %v)", id, stale, samePeer)
+			leave := name
+			if samePeer {
+				r.WaitServing(t, time.Minute)
+				if id, _ := memberID(t, client(t, c.Endpoints()...), r.ClientURL); id != stale {
+					t.Fatalf("the replica is member %x; the crashed start's entry was %x", id, stale)
+				}
+				noUnnamed(t, c, 2)
+				r.Kill()
+			} else {
+				// Other peer URLs: the entry may be another replica's first
+				// start; nothing is deleted or removed, and the refusal says
+				// what to run.
+				log := exitsWithin(t, r, time.Minute)
+				mustContain(t, log, fmt.Sprintf("learner %x", stale), "never started", "replica leave --endpoints")
+				if !learner.HasData(dataDir) {
+					t.Fatalf("the refused replica deleted its data dir %s", dataDir)
+				}
+				if _, ms := members(t, c); len(ms) != 2 {
+					t.Fatalf("%d members after the refusal, want the voter and the entry left as they were", len(ms))
+				}
+				leave = fmt.Sprintf("%x", stale)
 			}
-			noUnnamed(t, c, 2)
 			// Make room for the next case under --max-learners 1.
-			r.Kill()
-			out, err := exec.Command(bins.Replica, "leave", "--endpoints", strings.Join(c.Endpoints(), ","), name).CombinedOutput()
+			out, err := exec.Command(bins.Replica, "leave", "--endpoints", strings.Join(c.Endpoints(), ","), leave).CombinedOutput()
 			if err != nil {
-				t.Fatalf("replica leave %s: %v\n%s", name, err, out)
+				t.Fatalf("replica leave %s: %v\n%s", leave, err, out)
 			}
 		})
 	}
@@ -264,4 +281,30 @@ func noUnnamed(t *testing.T, c *harness.Cluster, n int) {
 		}
 		return true, nil
 	})
+}
+
+// A member restarting does not depend on --join: a promoted replica whose
+// only --join voter is down comes back (a voter serves clients only once
+// it has published itself, which may need this very member's vote).
+func TestPromotedReplicaRestartsWhileItsJoinIsDown(t *testing.T) {
+	bins := harness.Binaries(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
+	cli := client(t, c.Members[1].ClientURL, c.Members[2].ClientURL)
+	r := startReplica(t, bins, c, "p1", replicaOpts{Extra: []string{"--join", c.Members[0].ClientURL, "--role", "voter", "--promote-hold", "1s"}})
+	harness.WaitFor(t, time.Minute, "the replica promoted: 4 voters", func() (bool, error) {
+		vs, _ := voters(t, cli)
+		return len(vs) == 4, fmt.Errorf("voters %v", vs)
+	})
+	r.Kill()
+	c.Members[0].Proc.Kill()
+	r.Restart(t)
+	r.WaitServing(t, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := client(t, r.ClientURL).Put(ctx, "after-restart", "v"); err != nil {
+		t.Fatalf("a write through the restarted member, its --join down: %v", err)
+	}
+	if n := len(logLines(t, r.Proc, "--join does not answer; restarting as the member the data dir holds, unchecked against it")); n != 1 {
+		t.Fatalf("the restart logged its unchecked start %d times, want 1", n)
+	}
 }
