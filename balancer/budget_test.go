@@ -193,3 +193,16 @@ func TestBudgetOf(t *testing.T) {
 		}
 	}
 }
+
+func TestVoterReadsWaitForAVoterStillConnecting(t *testing.T) {
+	p, _ := testPicker(RoundRobin, "")
+	p.voters, p.leader = nil, -1
+	p.connecting = true
+	if _, err := p.Pick(grpcbalancer.PickInfo{Ctx: withRoute(context.Background(), routeVoterRead)}); err != grpcbalancer.ErrNoSubConnAvailable {
+		t.Fatalf("voter read with voters connecting: %v, want to wait for the next picker", err)
+	}
+	p.connecting = false
+	if _, err := p.Pick(grpcbalancer.PickInfo{Ctx: withRoute(context.Background(), routeVoterRead)}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("voter read with no voter reachable: %v, want Unavailable", err)
+	}
+}

@@ -193,6 +193,7 @@ func (l *lb) regenerate() {
 		}
 		p.voters = append(p.voters, pe)
 	}
+	p.connecting = connecting
 	switch {
 	case len(p.voters)+len(p.replicas) > 0:
 		l.cc.UpdateState(grpcbalancer.State{ConnectivityState: connectivity.Ready, Picker: p})

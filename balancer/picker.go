@@ -25,6 +25,9 @@ type picker struct {
 	leader   int // index in voters; -1 if unknown or not ready
 	voters   []pickEndpoint
 	replicas []pickEndpoint
+	// connecting: some connection is still opening, so a later picker
+	// may have more ready endpoints.
+	connecting bool
 }
 
 func (p *picker) Pick(info grpcbalancer.PickInfo) (grpcbalancer.PickResult, error) {
@@ -48,8 +51,13 @@ func (p *picker) Pick(info grpcbalancer.PickInfo) (grpcbalancer.PickResult, erro
 		}
 	case routeVoterRead:
 		pe = p.inTurn(p.voters)
+		if pe == nil && p.connecting {
+			// Wait for the next picker: a voter may be ready in it (a
+			// client's first calls come while its connections open).
+			return grpcbalancer.PickResult{}, grpcbalancer.ErrNoSubConnAvailable
+		}
 		if pe == nil {
-			return grpcbalancer.PickResult{}, status.Error(codes.Unavailable, "balancer: a learner refused the read and no voter is reachable")
+			return grpcbalancer.PickResult{}, status.Error(codes.Unavailable, "balancer: the read must go to a voter (a learner refused it, or no replica fits its staleness budget) and no voter is reachable")
 		}
 	default:
 		if p.leader >= 0 {
