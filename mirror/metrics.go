@@ -11,8 +11,11 @@ type metrics struct {
 	applied    prometheus.Counter
 	syncedKeys prometheus.Counter
 	resyncs    prometheus.Counter
-	txns       prometheus.Counter
-	conflicts  prometheus.Counter
+	// resyncWritten and resyncUnchanged: keys of full syncs into an image
+	// the mirror wrote before, written because they differ, or left.
+	resyncWritten, resyncUnchanged prometheus.Counter
+	txns                           prometheus.Counter
+	conflicts                      prometheus.Counter
 	// mirroredSkipped: source key versions another mirror wrote.
 	mirroredSkipped prometheus.Counter
 	leaseLost       prometheus.Counter
@@ -46,6 +49,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "understudy", Subsystem: "mirror", Name: "resyncs_total",
 			Help: "Full syncs done again because the source compacted past the checkpoint.",
 		}),
+		resyncWritten: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "understudy", Subsystem: "mirror", Name: "resync_keys_written_total",
+			Help: "Keys a full sync into an image the mirror wrote before (a resync) wrote because the destination's copy differed in value, lease or ownership, or was missing.",
+		}),
+		resyncUnchanged: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "understudy", Subsystem: "mirror", Name: "resync_keys_unchanged_total",
+			Help: "Keys a resync left alone because the destination already held them as the source has them.",
+		}),
 		txns: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "understudy", Subsystem: "mirror", Name: "transactions_total",
 			Help: "Destination transactions committed (each carries the checkpoint).",
@@ -73,7 +84,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		lastProgress: time.Now(),
 	}
 	if reg != nil {
-		reg.MustRegister(m.applied, m.syncedKeys, m.resyncs, m.txns, m.conflicts, m.mirroredSkipped, m.leaseLost, m.restored, m.stalled,
+		reg.MustRegister(m.applied, m.syncedKeys, m.resyncs, m.resyncWritten, m.resyncUnchanged, m.txns, m.conflicts, m.mirroredSkipped, m.leaseLost, m.restored, m.stalled,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Namespace: "understudy", Subsystem: "mirror", Name: "lag_revisions",
 				Help: "Source revisions seen but not yet in the checkpoint.",

@@ -98,8 +98,11 @@ func (mr *mirror) copyAll(ctx context.Context, w *sourceWatch) error {
 			copied = resp.Count
 		}
 	}
+	// An image the mirror never wrote (Fresh) has nothing to compare with.
+	compare := !mr.cp.Fresh
 	mr.lg.Info("syncing in full", zap.Int64("watch-from", mr.cp.Revision+1), zap.Int64("keys", total),
-		zap.Int64("already-copied", copied), zap.Stringer("policy", mr.cfg.Policy))
+		zap.Int64("already-copied", copied), zap.Stringer("policy", mr.cfg.Policy), zap.Bool("compare-first", compare))
+	var written, unchanged int
 	for {
 		if err := w.poll(); err != nil {
 			return err
@@ -118,30 +121,61 @@ func (mr *mirror) copyAll(ctx context.Context, w *sourceWatch) error {
 		if err := mr.ensureLeases(ctx, notIn(page.Kvs, foreign)); err != nil {
 			return err
 		}
-		for chunk := range chunks(page.Kvs, mr.batch()) {
-			ops := make([]owned, 0, len(chunk))
-			for _, kv := range chunk {
-				if !reserved(kv.Key) {
-					ops = append(ops, mr.putOrDrop(kv, foreign))
-				}
-			}
-			next := *mr.cp
-			next.SyncedThrough = string(chunk[len(chunk)-1].Key)
-			if _, err := mr.commit(ctx, ops, next); err != nil {
-				return err
-			}
-			copied += int64(len(chunk))
-			mr.m.syncedKeys.Add(float64(len(chunk)))
-			if mr.cfg.Progress != nil {
-				mr.cfg.Progress(copied, max(total, copied))
-			}
+		n, same, err := mr.copyPage(ctx, page.Kvs, foreign, compare)
+		if err != nil {
+			return err
+		}
+		written, unchanged = written+n, unchanged+same
+		copied += int64(len(page.Kvs))
+		if mr.cfg.Progress != nil {
+			mr.cfg.Progress(copied, max(total, copied))
 		}
 		if !page.More {
 			break
 		}
 		start = string(page.Kvs[len(page.Kvs)-1].Key) + "\x00"
 	}
+	if compare {
+		mr.lg.Info("full sync compared the destination first: wrote only the keys that differ", zap.Int("written", written),
+			zap.Int("unchanged", unchanged), zap.Int("resyncs", mr.cp.Resyncs))
+	}
 	return nil
+}
+
+// copyPage writes a page of a full sync (only the keys that differ, if
+// compare), then moves the checkpoint's SyncedThrough to its last key; it
+// returns how many keys it wrote and how many it found unchanged.
+func (mr *mirror) copyPage(ctx context.Context, kvs []*mvccpb.KeyValue, foreign map[version]bool, compare bool) (int, int, error) {
+	ops, same, err := mr.pageOps(ctx, kvs, foreign, compare)
+	if err != nil {
+		return 0, 0, err
+	}
+	last := string(kvs[len(kvs)-1].Key)
+	for chunk := range chunks(ops, mr.batch()) {
+		batch := make([]owned, len(chunk))
+		for i, o := range chunk {
+			batch[i] = o.op
+		}
+		next := *mr.cp
+		next.SyncedThrough = chunk[len(chunk)-1].src
+		if _, err := mr.commit(ctx, batch, next); err != nil {
+			return 0, 0, err
+		}
+		mr.m.syncedKeys.Add(float64(len(chunk)))
+	}
+	if mr.cp.SyncedThrough != last {
+		// The page's last keys were unchanged (or reserved).
+		next := *mr.cp
+		next.SyncedThrough = last
+		if _, err := mr.commit(ctx, nil, next); err != nil {
+			return 0, 0, err
+		}
+	}
+	if compare {
+		mr.m.resyncWritten.Add(float64(len(ops)))
+		mr.m.resyncUnchanged.Add(float64(same))
+	}
+	return len(ops), same, nil
 }
 
 // sweep deletes the destination keys of the image that the source does

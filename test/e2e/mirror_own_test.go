@@ -147,8 +147,9 @@ func TestMirrorOwnsOnlyWhatItWrote(t *testing.T) {
 	p.wantRefused(t, p.args("--prefix", "/registry/", "--name", "second"), `"second"`, `"flat"`, "overlaps")
 	proc.Stop()
 
-	// --prune: an exact copy.
-	proc = p.start(t, append(flat, "--prune")...)
+	// --prune: an exact copy (a change of policy the checkpoint records:
+	// --reset-policy says it is meant).
+	proc = p.start(t, append(flat, "--prune", "--reset-policy")...)
 	p.resyncAfterCompaction(t, proc, "flat", "/registry/0000")
 	for _, k := range []string{"/other/x", "/other/late"} {
 		if r, err := p.d.Get(ctx, k); err != nil || len(r.Kvs) != 0 {
@@ -185,9 +186,10 @@ func TestMirrorOwnsOnlyWhatItWroteUnderItsPrefix(t *testing.T) {
 	}
 	proc.Stop()
 
-	// Restarted without --overwrite: a key someone writes in the
-	// destination is theirs, whatever the source does with its name.
-	proc = p.start(t, reg...)
+	// Restarted without --overwrite (--reset-policy: the checkpoint
+	// records --overwrite): a key someone writes in the destination is
+	// theirs, whatever the source does with its name.
+	proc = p.start(t, append(reg, "--reset-policy")...)
 	p.waitCaughtUp(t, "default")
 	if _, err := p.d.Put(ctx, "/registry/theirs", "dest"); err != nil {
 		t.Fatal(err)
