@@ -10,7 +10,9 @@ import (
 
 func TestSameCopy(t *testing.T) {
 	src := &mvccpb.KeyValue{Key: []byte("a/k"), Value: []byte("v"), Lease: 7}
-	kv := func(val string, lease int64) *mvccpb.KeyValue { return &mvccpb.KeyValue{Value: []byte(val), Lease: lease} }
+	kv := func(val string, lease int64) *mvccpb.KeyValue {
+		return &mvccpb.KeyValue{Value: []byte(val), Lease: lease}
+	}
 	for _, c := range []struct {
 		what  string
 		dst   copyState
