@@ -23,7 +23,7 @@ type roleStatus struct {
 
 func newRoleStatus(lg *zap.Logger, reg prometheus.Registerer) *roleStatus {
 	s := &roleStatus{lg: lg, gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "role_state",
-		Help: "1 for the role loop's current state and reason (replica status shows the detail): idle, waiting (silence, hold, retry), blocked (not-caught-up, no-quorum-after-promotion, no-quorum-after-removal, no-leader, lock-busy), blind (cannot-observe, no-read-index-round) or acting (the action)."},
+		Help: "1 for the role loop's current state and reason (replica status shows the detail): idle, waiting (silence, hold, retry), blocked (not-caught-up, no-quorum-after-promotion, no-quorum-after-removal, no-leader, lock-busy, refused, unproven), blind (cannot-observe, no-read-index-round) or acting (the action)."},
 		[]string{"state", "reason"})}
 	if reg != nil {
 		reg.MustRegister(s.gauge)
