@@ -69,6 +69,10 @@ type Mirror struct {
 	// write) to refuse a mirror cycle formed after it started. The check
 	// also runs at start and right after the mirror's first checkpoint.
 	CycleCheckInterval time.Duration
+	// DrainTimeout bounds `replica mirror drain`: a source that keeps
+	// changing under the prefix, or a mirror that does not catch up, for
+	// this long makes the drain fail.
+	DrainTimeout time.Duration
 	// ListenMetricsURLs serve /metrics over plain HTTP.
 	ListenMetricsURLs []string
 	LogLevel          string
@@ -96,6 +100,7 @@ func DefaultMirror() Mirror {
 		KeepaliveTime:      10 * time.Second,
 		KeepaliveTimeout:   5 * time.Second,
 		StallTimeout:       30 * time.Second,
+		DrainTimeout:       30 * time.Second,
 		LogLevel:           "info",
 	}
 }
@@ -147,6 +152,7 @@ func NewMirrorFlags(cfg *Mirror) *flag.FlagSet {
 	fs.DurationVar(&cfg.StallTimeout, "stall-timeout", cfg.StallTimeout, "Report the mirror stalled (understudy_mirror_stalled 1, and a log line) once it has had work to do this long without making progress.")
 	fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "How often an idle mirror asks the source for its revision, to move the checkpoint on.")
 	fs.DurationVar(&cfg.CycleCheckInterval, "cycle-check-interval", cfg.CycleCheckInterval, "How often, at most, a running mirror reads the mirror checkpoints of both clusters again to refuse a mirror cycle (mirrors that feed each other) formed after it started; it also checks at start.")
+	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "replica mirror drain: give up (exit 1, saying why) if the destination does not hold every source revision with the prefix quiet within this long, e.g. because writers keep changing the source.")
 	fs.Var((*list)(&cfg.ListenMetricsURLs), "listen-metrics-urls", "URLs to serve /metrics on (plain HTTP).")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "Log level: debug, info, warn or error.")
 	fs.StringVar(&cfg.ConfigFile, ConfigFileFlag, "", "Path to a YAML file of settings keyed by flag name. Precedence: flag > UNDERSTUDY_* environment > file > default.")
@@ -196,7 +202,7 @@ func (c Mirror) Validate() error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"command-timeout", c.CommandTimeout}, {"keepalive-time", c.KeepaliveTime}, {"keepalive-timeout", c.KeepaliveTimeout}, {"stall-timeout", c.StallTimeout}} {
+	}{{"command-timeout", c.CommandTimeout}, {"keepalive-time", c.KeepaliveTime}, {"keepalive-timeout", c.KeepaliveTimeout}, {"stall-timeout", c.StallTimeout}, {"drain-timeout", c.DrainTimeout}} {
 		if d.v <= 0 {
 			add("--%s %v: must be more than 0", d.flag, d.v)
 		}

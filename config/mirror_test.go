@@ -10,7 +10,7 @@ func TestMirrorValidateNamesEveryFlag(t *testing.T) {
 	fs := NewMirrorFlags(&cfg)
 	err := LoadMirror(&cfg, fs, []string{"--dest-endpoints", "localhost:2379", "--dest-prefix", "b/", "--no-dest-prefix",
 		"--rev", "-3", "--max-txn-ops", "5", "--name", "a/b", "--source-cert", "c.pem", "--overwrite", "--prune",
-		"--command-timeout", "0s", "--keepalive-time", "-1s", "--keepalive-timeout", "0s", "--stall-timeout", "0s", "--cycle-check-interval", "0s"})
+		"--command-timeout", "0s", "--keepalive-time", "-1s", "--keepalive-timeout", "0s", "--stall-timeout", "0s", "--cycle-check-interval", "0s", "--drain-timeout", "0s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,7 +19,7 @@ func TestMirrorValidateNamesEveryFlag(t *testing.T) {
 		t.Fatal("bad mirror flags accepted")
 	}
 	for _, want := range []string{"--dest-endpoints", "--dest-prefix \"b/\" and --no-dest-prefix", "--rev -3", "--max-txn-ops 5: must be at least 6", `--name "a/b"`, "--source-cert and --source-key",
-		"--overwrite and --prune", "--command-timeout 0s", "--keepalive-time -1s", "--keepalive-timeout 0s", "--stall-timeout 0s", "--cycle-check-interval 0s"} {
+		"--overwrite and --prune", "--command-timeout 0s", "--keepalive-time -1s", "--keepalive-timeout 0s", "--stall-timeout 0s", "--cycle-check-interval 0s", "--drain-timeout 0s"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("problems %q do not name %q", err, want)
 		}

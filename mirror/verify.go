@@ -58,6 +58,11 @@ type VerifyConfig struct {
 	// into the source (Config.CopyMirrored); without it they are left out
 	// of the comparison, as the mirror leaves them out of the copy.
 	CopyMirrored bool
+	// Cutover, with Rev 0, is the mirror's cutover record (ReadCutover):
+	// while the mirror's checkpoint is still the one the drain saw, the
+	// source at the record's revision is compared with the destination as
+	// of the record (its DestRevision).
+	Cutover *Cutover
 }
 
 // Verify compares the source at a revision with the destination through
@@ -75,7 +80,7 @@ func Verify(ctx context.Context, cfg VerifyConfig) ([]Difference, int64, error) 
 	}
 	drev, rev := head.Header.Revision, cfg.Rev
 	if rev == 0 {
-		cp, _, err := ReadCheckpoint(ctx, cfg.Dest, cfg.Name, clientv3.WithRev(drev))
+		cp, cpModRev, err := ReadCheckpoint(ctx, cfg.Dest, cfg.Name, clientv3.WithRev(drev))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -83,6 +88,11 @@ func Verify(ctx context.Context, cfg VerifyConfig) ([]Difference, int64, error) 
 			return nil, 0, fmt.Errorf("mirror: mirror %q has not finished a full sync in this destination; give --rev to compare at a source revision", cfg.Name)
 		}
 		rev = cp.Revision
+		if c := cfg.Cutover; c != nil && cpModRev == c.CheckpointRev && c.DestRevision <= drev {
+			// The mirror has not moved since the drain: compare the
+			// destination as the drain left it.
+			rev, drev = c.Revision, c.DestRevision
+		}
 	}
 	m := &mirror{cfg: Config{Prefix: cfg.Prefix, DestPrefix: cfg.DestPrefix}}
 	skey, send := span(cfg.Prefix)

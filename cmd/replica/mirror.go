@@ -39,16 +39,23 @@ Usage:
     [--prefix P] [--dest-prefix Q | --no-dest-prefix] [--rev R] [--name N]
   replica mirror verify (the same flags)   compare source and destination;
                                            exit 1 on any difference
+  replica mirror drain (the same flags) [--drain-timeout D]
+                                           wait until the destination holds
+                                           every source revision, write the
+                                           cutover record; exit 0 when ready
 
 verify compares the source at the revision in the mirror's checkpoint (or
---rev) with the destination as of that checkpoint, and prints each difference.
+--rev) with the destination as of that checkpoint, and prints each difference;
+after a drain (the mirror not moved since), at the cutover record's revision.
+drain is for a switchover (docs/mirror-dr.md): stop the writers first.
 
 Flags:
 `
 
 func runMirror(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	verify := len(args) > 0 && args[0] == "verify"
-	if verify {
+	drain := len(args) > 0 && args[0] == "drain"
+	if verify || drain {
 		args = args[1:]
 	}
 	cfg := config.DefaultMirror()
@@ -82,8 +89,28 @@ func runMirror(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	defer dst.Close()
 
+	if drain {
+		cut, err := mirror.Drain(ctx, mirror.DrainConfig{Source: src, Dest: dst, Prefix: cfg.Prefix, DestPrefix: cfg.MappedDestPrefix(), Name: cfg.Name,
+			Timeout: cfg.DrainTimeout, Quiet: mirror.DefaultDrainQuiet, RequestTimeout: cfg.CommandTimeout, Logger: lg})
+		if err != nil {
+			printProblems(stderr, err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "destination ready: mirror %q holds every source revision up to %d under prefix %q (source cluster %s); cutover record %q written at destination revision %d\n",
+			cfg.Name, cut.Revision, cfg.Prefix, cut.SourceClusterID, mirror.CutoverKey(cfg.Name), cut.DestRevision)
+		return 0
+	}
 	if verify {
-		diffs, rev, err := mirror.Verify(ctx, mirror.VerifyConfig{Source: src, Dest: dst, Prefix: cfg.Prefix, DestPrefix: cfg.MappedDestPrefix(), Name: cfg.Name, Rev: cfg.Rev, PageSize: cfg.PageSize})
+		cut, err := mirror.ReadCutover(ctx, dst, cfg.Name)
+		if err != nil {
+			printProblems(stderr, err)
+			return 2
+		}
+		if cut != nil {
+			fmt.Fprintf(stdout, "cutover record: source cluster %s, source revision %d, written %s at destination revision %d\n",
+				cut.SourceClusterID, cut.Revision, cut.Time.Format(time.RFC3339), cut.DestRevision)
+		}
+		diffs, rev, err := mirror.Verify(ctx, mirror.VerifyConfig{Source: src, Dest: dst, Prefix: cfg.Prefix, DestPrefix: cfg.MappedDestPrefix(), Name: cfg.Name, Rev: cfg.Rev, PageSize: cfg.PageSize, Cutover: cut})
 		differ, unowned := 0, 0
 		for _, d := range diffs {
 			fmt.Fprintln(stdout, d)
@@ -103,6 +130,10 @@ func runMirror(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if differ > 0 {
 			fmt.Fprintf(stderr, "replica mirror verify: %d difference(s) at source revision %d\n", differ, rev)
 			return 1
+		}
+		if cut != nil && rev == cut.Revision {
+			fmt.Fprintf(stdout, "source revision %d (the cutover record's) and the destination as the drain left it agree\n", rev)
+			return 0
 		}
 		fmt.Fprintf(stdout, "source revision %d and the destination agree\n", rev)
 		return 0
