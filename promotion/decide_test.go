@@ -17,7 +17,7 @@ func cfg(role Role) Config {
 func voters(n int) []Voter {
 	var vs []Voter
 	for i := range n {
-		vs = append(vs, Voter{ID: uint64(i + 1), Name: "m" + string(rune('1'+i)), PeerAnswered: true, Leader: LeaderViewActive})
+		vs = append(vs, Voter{ID: uint64(i + 1), Name: "m" + string(rune('1'+i)), PeerAnswered: true, PeerSeen: true, Leader: LeaderViewActive})
 	}
 	return vs
 }

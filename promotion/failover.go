@@ -29,21 +29,38 @@ type Voter struct {
 	Name string
 	// PeerAnswered: one of its peer URLs answered, as this cluster's member.
 	PeerAnswered bool
+	// PeerSeen: one of its peer URLs has answered this replica, this round
+	// or an earlier one.
+	PeerSeen bool
 	// Leader is the leader's raft view of it.
 	Leader LeaderView
 }
 
-// Silent is this round's evidence that v is down: its peer URLs do not
-// answer, and the leader does not see it as active (the leader's view
-// decides when it is known; without it, the peer URLs alone). A client URL
-// that does not answer proves nothing and is not asked.
-func (v Voter) Silent() bool { return !v.PeerAnswered && v.Leader != LeaderViewActive }
+// live: this round's evidence says v is up (its peer URL answers, or the
+// leader replicates to it). Quorum is counted on live voters only.
+func (v Voter) live() bool { return v.PeerAnswered || v.Leader == LeaderViewActive }
+
+// Silent is this round's evidence that v is down: it is not live, and
+// either the leader's progress has it probing (the leader cannot reach it
+// either), or, without the leader's view, its peer URLs answered this
+// replica before and do not now. A peer URL this replica has never reached
+// proves nothing (a firewall, a route, a certificate between the two), and
+// neither does a client URL, which is not asked.
+func (v Voter) Silent() bool {
+	return !v.live() && (v.Leader == LeaderViewInactive || v.PeerSeen)
+}
+
+// unproven: v is not live, but nothing proves it down (Silent).
+func (v Voter) unproven() bool { return !v.live() && !v.Silent() }
 
 // Evidence says what the round's evidence of v is.
 func (v Voter) Evidence() string {
 	peer := "no peer URL answers"
-	if v.PeerAnswered {
+	switch {
+	case v.PeerAnswered:
 		peer = "a peer URL answers"
+	case !v.PeerSeen:
+		peer = "no peer URL has ever answered here"
 	}
 	return peer + ", leader view " + v.Leader.String()
 }
@@ -139,7 +156,9 @@ func voter(o Observation, id uint64) (Voter, bool) {
 func (d *Decider) standby(o Observation, held bool) Action {
 	a := d.failover(o, held)
 	if o.HoldsFailoverLock {
-		if a.Kind == None {
+		// The lock is kept while a record's voter has been silent here
+		// for less than resumeSilence; let go otherwise.
+		if a.Kind == None && !(o.Failover != nil && a.status.Reason == ReasonSilence) {
 			return Action{Kind: ReleaseFailoverLock, Reason: a.Reason}
 		}
 		return a
@@ -180,6 +199,11 @@ func (d *Decider) silenceStatus(o Observation) Action {
 				o.Now.Sub(since).Round(100*time.Millisecond), d.cfg.FailoverAfter, v.Evidence())
 		}
 	}
+	for _, v := range o.Voters {
+		if v.unproven() {
+			return unprovenStatus(v)
+		}
+	}
 	return wait(StateIdle, ReasonLive, "every voter is live")
 }
 
@@ -204,6 +228,11 @@ func (d *Decider) resume(o Observation, held bool, r Record) Action {
 	switch {
 	case !deadIsVoter:
 		return Action{Kind: ClearRecord, Record: &r, Reason: fmt.Sprintf("failover of %s finished: it is no longer a member", r.DeadName)}
+	case dv.unproven():
+		return unprovenStatus(dv)
+	case dv.Silent() && o.Now.Sub(d.silentSince[dv.ID]) < resumeSilence:
+		return wait(StateWaiting, ReasonSilence, "voter %s silent for %v here; the failover goes on once it is for %v", dv.Name,
+			o.Now.Sub(d.silentSince[dv.ID]).Round(100*time.Millisecond), resumeSilence)
 	case !dv.Silent():
 		why := "before any promotion"
 		if byIsVoter {
@@ -239,13 +268,24 @@ func (d *Decider) resume(o Observation, held bool, r Record) Action {
 	}
 }
 
+// resumeSilence is how long a voter named by a failover record must have
+// been silent in this process's own observations before a standby that
+// resumes the failover (after a restart, or another standby's) acts on it:
+// one observation is not evidence enough.
+const resumeSilence = time.Second
+
+// unprovenStatus: v does not answer, but nothing proves it down.
+func unprovenStatus(v Voter) Action {
+	return wait(StateBlocked, ReasonUnproven, "voter %s does not answer here, but its peer URLs have never answered this replica and the leader's view is unknown: no evidence that it is down (check that this replica reaches its peer URL, or the leader's client URL)", v.Name)
+}
+
 // liveQuorumAfter reports whether the live voters are a quorum now (the
 // change must commit) and would still be one after adding (+1: promoting
 // the replica, which is live) or removing (-1: a silent voter) one voter.
 func liveQuorumAfter(o Observation, change int) bool {
 	n, live := len(o.Voters), 0
 	for _, v := range o.Voters {
-		if !v.Silent() {
+		if v.live() {
 			live++
 		}
 	}

@@ -35,19 +35,23 @@ func want(t *testing.T, what string, a Action, kind Kind, target uint64) {
 
 func TestSilentNeedsThePeerURLsAndTheLeaderToAgree(t *testing.T) {
 	for _, c := range []struct {
-		peer   bool
-		leader LeaderView
-		silent bool
+		peer, seen bool
+		leader     LeaderView
+		silent     bool
 	}{
-		{peer: true, leader: LeaderViewActive},
-		{peer: true, leader: LeaderViewInactive}, // the leader lost it, its peer URL answers
-		{peer: true, leader: LeaderViewUnknown},  // no leader view: its peer URL answers
-		{peer: false, leader: LeaderViewActive},  // this standby cannot reach it, the leader can
-		{peer: false, leader: LeaderViewUnknown, silent: true},
+		{peer: true, seen: true, leader: LeaderViewActive},
+		{peer: true, seen: true, leader: LeaderViewInactive}, // the leader lost it, its peer URL answers
+		{peer: true, seen: true, leader: LeaderViewUnknown},  // no leader view: its peer URL answers
+		{peer: false, seen: true, leader: LeaderViewActive},  // this standby cannot reach it, the leader can
+		{peer: false, seen: true, leader: LeaderViewUnknown, silent: true},
+		{peer: false, seen: true, leader: LeaderViewInactive, silent: true},
+		// Never reached from here: only the leader's word proves it down.
+		{peer: false, leader: LeaderViewUnknown},
+		{peer: false, leader: LeaderViewActive},
 		{peer: false, leader: LeaderViewInactive, silent: true},
 	} {
-		if got := (Voter{PeerAnswered: c.peer, Leader: c.leader}).Silent(); got != c.silent {
-			t.Errorf("peer answered %v, leader view %v: silent %v, want %v", c.peer, c.leader, got, c.silent)
+		if got := (Voter{PeerAnswered: c.peer, PeerSeen: c.seen, Leader: c.leader}).Silent(); got != c.silent {
+			t.Errorf("peer answered %v (seen before %v), leader view %v: silent %v, want %v", c.peer, c.seen, c.leader, got, c.silent)
 		}
 	}
 }
@@ -166,6 +170,8 @@ func TestAnotherStandbyFinishesTheRemovalOfAPromotedOne(t *testing.T) {
 	o := silentAt(0, true, rec)
 	o.Voters = append(o.Voters, Voter{ID: 98, Name: "s0", PeerAnswered: true, Leader: LeaderViewActive})
 	d := NewDecider(cfg(RoleStandby))
+	want(t, "s0 a voter, record at promote, m2 just seen silent: the lock is kept", d.Step(o), None, 0)
+	o.Now = t0.Add(resumeSilence)
 	a := d.Step(o)
 	want(t, "s0 a voter, record at promote", a, WriteRecord, 0)
 	if a.Record.By != 98 || a.Record.Step != StepRemove {
@@ -189,6 +195,11 @@ func TestARestartedStandbyResumesItsRemoval(t *testing.T) {
 	d := NewDecider(cfg(RoleStandby))
 	o := silentAt(0, false, rec)
 	o.IsLearner = false
+	want(t, "restarted, m2 just seen silent", d.Step(o), None, 0)
+	if s := d.Status(); s.Reason != ReasonSilence {
+		t.Fatalf("restarted, m2 just seen silent: status %q", s)
+	}
+	o.Now = t0.Add(resumeSilence)
 	want(t, "restarted, record names it", d.Step(o), AcquireFailoverLock, 0)
 	o.HoldsFailoverLock = true
 	a := d.Step(o)
@@ -245,19 +256,22 @@ func TestAFailedStepWaitsBeforeTheNext(t *testing.T) {
 	o := silentAt(0, true, rec)
 	o.IsLearner = false
 	d := NewDecider(cfg(RoleStandby))
+	d.Step(o) // m2 seen silent from t0
+	at := func(d time.Duration) time.Time { return t0.Add(resumeSilence + d) }
+	o.Now = at(0)
 	a := d.Step(o)
 	want(t, "record at remove", a, RemoveVoter, 2)
 	d.Done(o.Now, a, errors.New("leader changed"))
-	o.Now = t0.Add(100 * time.Millisecond)
+	o.Now = at(100 * time.Millisecond)
 	want(t, "100ms after a failed removal", d.Step(o), None, 0)
-	o.Now = t0.Add(200 * time.Millisecond)
+	o.Now = at(200 * time.Millisecond)
 	a = d.Step(o)
 	want(t, "retried", a, RemoveVoter, 2)
 	d.Done(o.Now, a, errors.New("again"))
-	o.Now = t0.Add(500 * time.Millisecond)
+	o.Now = at(500 * time.Millisecond)
 	want(t, "300ms after a second failure", d.Step(o), None, 0)
 	// Letting go of the lock never waits.
-	live := caughtUp(600 * time.Millisecond)
+	live := caughtUp(resumeSilence + 600*time.Millisecond)
 	live.HoldsFailoverLock = true
 	want(t, "nothing to do", d.Step(live), ReleaseFailoverLock, 0)
 }
@@ -273,4 +287,35 @@ func TestParseRecord(t *testing.T) {
 			t.Errorf("ParseRecord(%q) = %v, want an error naming the failover record", bad, err)
 		}
 	}
+}
+
+// A voter whose peer URLs have never answered this standby (a firewall
+// between the two) is not proven down by its silence alone: without the
+// leader's view, nothing is done, and the status says why.
+func TestAVoterNeverReachedHereIsNotReplacedWithoutTheLeadersWord(t *testing.T) {
+	d := NewDecider(cfg(RoleStandby))
+	for at := time.Duration(0); at < time.Hour; at += time.Second {
+		o := caughtUp(at)
+		for i := range o.Voters {
+			o.Voters[i].Leader = LeaderViewUnknown
+		}
+		o.Voters[2].PeerAnswered, o.Voters[2].PeerSeen = false, false
+		if a := d.Step(o); a.Kind != None {
+			t.Fatalf("acted (%v: %s) at %v on a voter never reached from here", a.Kind, a.Reason, at)
+		}
+	}
+	if s := d.Status(); s.State != StateBlocked || s.Reason != ReasonUnproven || !strings.Contains(s.Detail, "m3") {
+		t.Fatalf("status %q (%s/%s), want blocked, unproven, naming m3", s, s.State, s.Reason)
+	}
+	// The same voter, once seen and then silent, is proven down.
+	o := caughtUp(time.Hour)
+	o.Voters[2].PeerAnswered, o.Voters[2].PeerSeen, o.Voters[2].Leader = false, true, LeaderViewUnknown
+	for at := time.Hour; at <= time.Hour+11*time.Second; at += time.Second {
+		o.Now, o.LastLeaderContact = t0.Add(at), t0.Add(at-100*time.Millisecond)
+		if a := d.Step(o); a.Kind != None {
+			want(t, "seen, then silent for 11s", a, AcquireFailoverLock, 0)
+			return
+		}
+	}
+	t.Fatalf("a voter seen before and silent for 11s was not replaced: %q", d.Status())
 }

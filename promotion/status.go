@@ -40,6 +40,7 @@ const (
 	ReasonNoLeader           = "no-leader"                 // no leader known for a membership change
 	ReasonLockBusy           = "lock-busy"                 // another standby holds the failover lock
 	ReasonRefused            = "refused"                   // the cluster's auth refuses a call
+	ReasonUnproven           = "unproven"                  // a voter does not answer, but nothing proves it down
 	ReasonCannotObserve      = "cannot-observe"            // the observation failed
 	ReasonNoRound            = "no-read-index-round"       // the leader's commit index is unknown
 )

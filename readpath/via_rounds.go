@@ -260,7 +260,11 @@ func (v *viaRounds) token(ctx context.Context) (string, error) {
 	if ok {
 		return t, nil
 	}
-	t, err := v.cfg.Token(ctx)
+	// A login is bounded as a hub's answer is: with --join unreachable it
+	// must not eat the read's deadline, which the read's own round needs.
+	lctx, cancel := context.WithTimeout(ctx, v.cfg.Timeout)
+	defer cancel()
+	t, err := v.cfg.Token(lctx)
 	if err != nil {
 		return "", err
 	}

@@ -464,3 +464,23 @@ func TestReadIndexHandlerRefusesWhomAuthorizeRefuses(t *testing.T) {
 		t.Fatalf("status %d, rounds %d: want 401 and none", resp.StatusCode, len(fr.started))
 	}
 }
+
+// A login that hangs (--join unreachable) is bounded like a hub's answer:
+// the read still gets its own round within its deadline, and the hub is
+// dropped for the back-off.
+func TestViaRoundBoundsAHangingLogin(t *testing.T) {
+	h := newHub(t, answerAs(hubID, 42))
+	fx := newViaFixture(t, ViaConfig{Token: func(ctx context.Context) (string, error) {
+		<-ctx.Done()
+		return "", ctx.Err()
+	}}, h)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	own, err := fx.v.round(ctx)
+	if err != nil || !own || fx.own.Load() != 1 {
+		t.Fatalf("round = own %v, %v (own rounds %d); want the replica's own round", own, err, fx.own.Load())
+	}
+	if ctx.Err() != nil || fx.rejections(reasonNoToken) != 1 {
+		t.Fatalf("the login ate the read's deadline (%v), or the hub was not dropped (no_token %v)", ctx.Err(), fx.rejections(reasonNoToken))
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	etcdmembership "go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.uber.org/zap"
 
@@ -87,6 +88,9 @@ func (r *roles) observeSelf(ctx context.Context) (promotion.Observation, error) 
 	if o.LeaderCommit == 0 {
 		o.Applied = r.srv.AppliedIndex()
 	}
+	// Read again after the round: a promotion may have been applied
+	// meanwhile, and a voter must not be promoted twice.
+	o.IsLearner = r.srv.IsLearner()
 	o.Now, o.LastRound, o.Leader, o.LastLeaderContact = time.Now(), r.lastRound, uint64(r.srv.Leader()), r.asOf()
 	if m := r.srv.Cluster().Member(r.srv.MemberID()); m != nil {
 		o.SelfName = m.Name
@@ -118,21 +122,24 @@ func (r *roles) observeLeader(ctx context.Context, o *promotion.Observation) (me
 // replicate to, whether one of its peer URLs answers as this cluster's.
 func (r *roles) observeVoters(ctx context.Context, view membership.RaftStatus, viewErr error) []promotion.Voter {
 	cluster := r.srv.Cluster().ID().String()
-	var voters []promotion.Voter
-	var wg sync.WaitGroup
+	var members []*etcdmembership.Member
 	for _, m := range r.srv.Cluster().Members() {
-		if m.ID == r.srv.MemberID() || m.IsLearner {
-			continue
+		if m.ID != r.srv.MemberID() && !m.IsLearner {
+			members = append(members, m)
 		}
-		v := promotion.Voter{ID: uint64(m.ID), Name: m.Name}
+	}
+	// Sized before any probe starts: each probe writes its own element.
+	voters := make([]promotion.Voter, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		voters[i] = promotion.Voter{ID: uint64(m.ID), Name: m.Name}
 		if viewErr == nil {
-			v.Leader = leaderViewOf(view, v.ID)
+			voters[i].Leader = leaderViewOf(view, voters[i].ID)
 		}
-		voters = append(voters, v)
-		if v.Leader == promotion.LeaderViewActive {
-			continue // live by the leader's word: no need to probe
+		if voters[i].Leader == promotion.LeaderViewActive && r.peerSeen[voters[i].ID] {
+			continue // live by the leader's word, and its peer URL has answered before: no need to probe
 		}
-		i, urls := len(voters)-1, m.PeerURLs
+		urls := m.PeerURLs
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -147,6 +154,12 @@ func (r *roles) observeVoters(ctx context.Context, view membership.RaftStatus, v
 		}()
 	}
 	wg.Wait()
+	for i, v := range voters {
+		if v.PeerAnswered {
+			r.peerSeen[v.ID] = true
+		}
+		voters[i].PeerSeen = r.peerSeen[v.ID]
+	}
 	return voters
 }
 

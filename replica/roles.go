@@ -100,6 +100,8 @@ type roles struct {
 	endpoints []string
 	// identity names the credential the client uses, for auth refusals.
 	identity string
+	// peerSeen: voters one of whose peer URLs has answered this process.
+	peerSeen map[uint64]bool
 }
 
 // isAuthError tells whether err is the cluster's auth refusing a call.
@@ -160,7 +162,7 @@ func newRoles(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, as
 		lg: lg, cfg: cfg.Promotion, join: cfg.Join, srv: srv, cli: cli, asOf: asOf, gate: gate, m: newRoleMetrics(reg),
 		decider:    promotion.NewDecider(cfg.Promotion),
 		leaderHTTP: httpClient(cliTLS), peerHTTP: httpClient(peerTLS),
-		failoverLikely: true, status: status, endpoints: eps, identity: credential(cfg),
+		failoverLikely: true, status: status, endpoints: eps, identity: credential(cfg), peerSeen: map[uint64]bool{},
 	}, nil
 }
 
@@ -315,6 +317,13 @@ func (r *roles) do(ctx context.Context, lg *zap.Logger, o promotion.Observation,
 		lg.Info("failover record cleared")
 	case promotion.AcquireFailoverLock:
 		took, err := r.lock.acquire(ctx, r.cli)
+		if err != nil || !took {
+			// No session outlives an attempt that did not take the lock:
+			// a waiter key left under a live lease would become the owner
+			// unknowingly once the holder lets go, and block every other
+			// standby.
+			r.lock.release(r.lg)
+		}
 		switch {
 		case err != nil:
 			lg.Warn("failover lock", zap.Error(err))
