@@ -72,9 +72,10 @@ func serve(ctx context.Context, lg *zap.Logger, cfg config.Replica, m *embed.Etc
 }
 
 // leaveOnExit honours --remove-on-exit after serve ended with err: a clean
-// stop takes the member entry and data with it, and so does the quota
-// guard's stop of a learner (which costs no quorum), so that a replica
-// without its data dir can join again. It returns err, joined with what
+// stop of a learner takes the member entry and data with it, and so does
+// the quota guard's stop of a learner (which costs no quorum), so that a
+// replica without its data dir can join again. A promoted member (a voter)
+// stays: its removal would change the quorum. It returns err, joined with what
 // went wrong on the way out.
 func leaveOnExit(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv3.Client, m *memberHandle, err error) error {
 	cleanStop := err == nil && ctx.Err() != nil
@@ -82,6 +83,13 @@ func leaveOnExit(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *c
 		return err
 	}
 	id := uint64(m.Server.MemberID())
+	if !m.Server.IsLearner() {
+		// A promoted replica is a voter: removing it changes the quorum,
+		// which a clean stop must not do on its own.
+		lg.Warn("--remove-on-exit: this member is a voter now (promoted); it stays a member with its data dir (remove it with `replica leave` if that is meant)",
+			zap.String("member-id", fmt.Sprintf("%x", id)))
+		return err
+	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if rerr := learner.Remove(rctx, cli.Cluster, id); rerr != nil {

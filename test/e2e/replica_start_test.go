@@ -308,3 +308,28 @@ func TestPromotedReplicaRestartsWhileItsJoinIsDown(t *testing.T) {
 		t.Fatalf("the restart logged its unchecked start %d times, want 1", n)
 	}
 }
+
+// --remove-on-exit never removes a voter: a promoted replica stopped
+// cleanly stays a voter with its data dir.
+func TestRemoveOnExitKeepsAPromotedMember(t *testing.T) {
+	bins := harness.Binaries(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
+	cli := client(t, c.Endpoints()...)
+	r := startReplica(t, bins, c, "p1", replicaOpts{Extra: []string{"--role", "voter", "--promote-hold", "1s", "--remove-on-exit"}})
+	harness.WaitFor(t, time.Minute, "the replica promoted: 4 voters", func() (bool, error) {
+		vs, _ := voters(t, cli)
+		return len(vs) == 4, fmt.Errorf("voters %v", vs)
+	})
+	r.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if code, err := r.Wait(ctx); err != nil || code != 0 {
+		t.Fatalf("clean stop: exit %d, %v", code, err)
+	}
+	if vs, _ := voters(t, cli); len(vs) != 4 || !contains(vs, "p1") {
+		t.Fatalf("voters %v after a clean stop with --remove-on-exit; want p1 kept", vs)
+	}
+	if !learner.HasData(r.DataDir) {
+		t.Fatalf("the promoted member's data dir %s was removed", r.DataDir)
+	}
+}
