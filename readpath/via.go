@@ -57,9 +57,9 @@ type readIndexAnswer struct {
 	Index uint64 `json:"index,string"`
 }
 
-// readIndexHandler serves PathReadIndex: a caller authorize admits, a round
-// through fresh that starts after the request, then what answer says (the
-// hub's identity and applied index).
+// readIndexHandler serves PathReadIndex: a round through fresh that starts
+// after the request, then, to a caller authorize admits, what answer says
+// (the hub's identity and applied index).
 func readIndexHandler(fresh *Freshness, answer func() readIndexAnswer, authorize func(*http.Request) error, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
@@ -67,17 +67,20 @@ func readIndexHandler(fresh *Freshness, answer func() readIndexAnswer, authorize
 			http.Error(w, "method not allowed: "+PathReadIndex+" takes GET", http.StatusMethodNotAllowed)
 			return
 		}
-		if authorize != nil {
-			if err := authorize(r); err != nil {
-				http.Error(w, "read index: "+err.Error(), http.StatusUnauthorized)
-				return
-			}
-		}
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		if err := fresh.WaitRound(ctx); err != nil {
 			http.Error(w, "read index: "+err.Error(), http.StatusServiceUnavailable)
 			return
+		}
+		// After the round, as etcd checks a linearizable Range's auth
+		// after its ReadIndex: a login or a grant acknowledged before the
+		// request came (through another member) is applied here by now.
+		if authorize != nil {
+			if err := authorize(r); err != nil {
+				http.Error(w, "read index: "+err.Error(), http.StatusUnauthorized)
+				return
+			}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(answer())

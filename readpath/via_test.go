@@ -452,16 +452,30 @@ func TestReadIndexHandlerRefusesWhomAuthorizeRefuses(t *testing.T) {
 	fr := newFakeRounds()
 	f := NewFreshness(zaptest.NewLogger(t), clockwork.NewFakeClock(), time.Hour, 0, time.Minute, fr.round, nil)
 	runLoop(t, f)
+	var checked atomic.Int32
 	srv := httptest.NewServer(readIndexHandler(f, func() readIndexAnswer { return readIndexAnswer{Cluster: "c1", Index: 1} },
-		func(*http.Request) error { return errors.New("user name is empty") }, time.Minute))
+		func(*http.Request) error { checked.Add(1); return errors.New("user name is empty") }, time.Minute))
 	t.Cleanup(srv.Close)
-	resp, err := http.Get(srv.URL + PathReadIndex)
-	if err != nil {
-		t.Fatal(err)
+	got := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(srv.URL + PathReadIndex)
+		if err != nil {
+			got <- 0
+			return
+		}
+		resp.Body.Close()
+		got <- resp.StatusCode
+	}()
+	// Auth is checked after the round, as etcd checks a linearizable
+	// Range's: a login acknowledged through another member before the
+	// request is applied here by then.
+	recv(t, fr.started)
+	if checked.Load() != 0 {
+		t.Fatal("auth checked before the round completed")
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized || len(fr.started) != 0 {
-		t.Fatalf("status %d, rounds %d: want 401 and none", resp.StatusCode, len(fr.started))
+	send(t, fr.results, nil)
+	if code := recv(t, got); code != http.StatusUnauthorized || checked.Load() != 1 {
+		t.Fatalf("status %d after %d checks: want 401 after 1", code, checked.Load())
 	}
 }
 
