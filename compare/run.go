@@ -11,8 +11,6 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-
-	"github.com/understudy-kv/understudy/test/harness"
 )
 
 // preflightTimeout bounds the wait for the mirror to copy a first key.
@@ -29,6 +27,9 @@ type Options struct {
 	// them.
 	HarnessLog io.Writer
 	Logger     *zap.Logger
+	// Local runs cfg on a topology of its own (cfg.Local); nil in a
+	// binary without one (see ErrNoLocal).
+	Local func(context.Context, Config, Options) (*Analysis, error)
 }
 
 // Run measures every path, prints the report and writes the files under
@@ -48,9 +49,12 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Analysis, error) {
 		a   *Analysis
 		err error
 	)
-	if cfg.Local {
-		a, err = runLocal(ctx, cfg, opts)
-	} else {
+	switch {
+	case cfg.Local && opts.Local == nil:
+		return nil, ErrNoLocal
+	case cfg.Local:
+		a, err = opts.Local(ctx, cfg, opts)
+	default:
 		a, err = runRemote(ctx, cfg, opts)
 	}
 	if err != nil {
@@ -80,19 +84,16 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Analysis, error) {
 	return a, nil
 }
 
-func runLocal(ctx context.Context, cfg Config, opts Options) (*Analysis, error) {
-	r := harness.NewRunner("compare", opts.HarnessLog)
-	defer r.Finish()
-	var l *Local
-	if err := r.Do(func() { l = StartLocal(r, cfg.Prefix) }); err != nil {
-		return nil, fmt.Errorf("compare: local topology: %w", err)
-	}
-	inj, err := l.Injector(cfg.Fault, r.Do)
-	if err != nil {
-		return nil, err
-	}
-	return Measure(ctx, cfg, l.Clients(), inj, opts)
+// Injector applies a fault and undoes it. Inject and Heal are called from
+// one goroutine, in that order.
+type Injector interface {
+	Inject() error
+	Heal() error
 }
+
+// ErrNoLocal means cfg.Local was asked of a binary without a local
+// topology (Options.Local nil): the shipped replica links no test code.
+var ErrNoLocal = errors.New("compare: --local is not in this binary (it starts its topology with the test harness, which the shipped replica does not carry); from a source checkout run `go run -tags localcompare ./cmd/replica compare --local …`, or give --primary, --replica and --mirror-dest of running clusters")
 
 func runRemote(ctx context.Context, cfg Config, opts Options) (*Analysis, error) {
 	var cl Clients

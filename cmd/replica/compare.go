@@ -25,7 +25,9 @@ the writer's own acknowledged history.
 Usage:
   replica compare --local [--duration 20s] [--fault replica-partition|mirror-kill|leader-kill]
       starts 3 voters, a replica and a mirror into a second cluster on
-      127.0.0.1 (from a source checkout: it builds them), runs, tears down
+      127.0.0.1 (from a source checkout: it builds them), runs, tears down;
+      only in a binary built with -tags localcompare, as
+      go run -tags localcompare ./cmd/replica compare --local
   replica compare --primary URL[,URL…] --replica URL --mirror-dest URL[,URL…] [--prefix P]
       existing clusters; a mirror must copy --prefix into --mirror-dest under
       the same names. compare writes only under --prefix, which must be
@@ -37,6 +39,10 @@ PNG and SVG) into --out.
 
 Flags:
 `
+
+// localCompare runs --local; set only in binaries built with the
+// localcompare tag (compare_local.go), since it links the test harness.
+var localCompare func(context.Context, compare.Config, compare.Options) (*compare.Analysis, error)
 
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := compare.DefaultConfig()
@@ -101,7 +107,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer lg.Sync()
 	// The harness writes only when a process of the local topology fails:
 	// the end of that process's log.
-	opts := compare.Options{Stdout: stdout, JSON: jsonOut, Logger: lg, HarnessLog: stderr}
+	opts := compare.Options{Stdout: stdout, JSON: jsonOut, Logger: lg, HarnessLog: stderr, Local: localCompare}
 	if f, ok := stderr.(*os.File); ok && !jsonOut && isatty.IsTerminal(f.Fd()) {
 		opts.Progress = stderr
 	}

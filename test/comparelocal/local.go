@@ -1,4 +1,9 @@
-package compare
+// Package comparelocal is the topology `replica compare --local` runs: real
+// processes on 127.0.0.1, started and stopped by the test harness. It is
+// linked only into binaries built with the localcompare tag (the tests',
+// and `go run -tags localcompare ./cmd/replica compare --local`), never into
+// the shipped replica, which must not carry test code.
+package comparelocal
 
 import (
 	"fmt"
@@ -8,6 +13,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"context"
+
+	"github.com/understudy-kv/understudy/compare"
 	"github.com/understudy-kv/understudy/test/harness"
 )
 
@@ -22,7 +30,7 @@ type Local struct {
 	Replica *harness.Replica
 	Dest    *harness.Cluster
 	Mirror  *harness.Proc
-	clients Clients
+	clients compare.Clients
 }
 
 // StartLocal starts the topology through t (a *testing.T, or a
@@ -38,13 +46,13 @@ func StartLocal(t harness.TB, prefix string) *Local {
 		"mirror", "--source-endpoints", strings.Join(l.Cluster.Endpoints(), ","), "--dest-endpoints", l.Dest.Endpoints()[0],
 		"--prefix", prefix, "--name", "compare", "--log-level", "warn",
 	}})
-	l.clients = Clients{Primary: l.Cluster.Client(t), Replica: localClient(t, l.Replica.ClientURL), Mirror: l.Dest.Client(t)}
+	l.clients = compare.Clients{Primary: l.Cluster.Client(t), Replica: localClient(t, l.Replica.ClientURL), Mirror: l.Dest.Client(t)}
 	return l
 }
 
 // Clients returns clients of the voters, the replica and the mirror's
 // destination, closed at t's cleanup.
-func (l *Local) Clients() Clients { return l.clients }
+func (l *Local) Clients() compare.Clients { return l.clients }
 
 func localClient(t harness.TB, url string) *clientv3.Client {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
@@ -55,36 +63,29 @@ func localClient(t harness.TB, url string) *clientv3.Client {
 	return cli
 }
 
-// Injector applies a fault and undoes it. Inject and Heal are called from
-// one goroutine, in that order.
-type Injector interface {
-	Inject() error
-	Heal() error
-}
-
 // Injector returns what applies fault f to the topology; nil for
 // FaultNone. do runs harness calls so that a failure becomes an error
 // (harness.Runner.Do, or a function that just calls its argument under
 // go test).
-func (l *Local) Injector(f Fault, do func(func()) error) (Injector, error) {
+func (l *Local) Injector(f compare.Fault, do func(func()) error) (compare.Injector, error) {
 	switch f {
-	case FaultNone:
+	case compare.FaultNone:
 		return nil, nil
-	case FaultReplicaPartition:
+	case compare.FaultReplicaPartition:
 		return &localFault{do: do,
 			inject: func() { l.Replica.CutPeerLinks(l.t, l.Cluster) },
 			heal:   func() { l.Replica.HealPeerLinks(l.Cluster) }}, nil
-	case FaultMirrorKill:
+	case compare.FaultMirrorKill:
 		return &localFault{do: do,
 			inject: func() { l.Mirror.Kill() },
 			heal:   func() { l.Mirror.Restart(l.t) }}, nil
-	case FaultLeaderKill:
+	case compare.FaultLeaderKill:
 		var leader *harness.Member
 		return &localFault{do: do,
 			inject: func() { leader = l.Cluster.Leader(l.t); leader.Proc.Kill() },
 			heal:   func() { leader.Proc.Restart(l.t) }}, nil
 	}
-	return nil, fmt.Errorf("compare: fault %q: want one of %s", f, faultNames())
+	return nil, fmt.Errorf("compare: fault %q: not one the local topology knows", f)
 }
 
 type localFault struct {
@@ -94,3 +95,19 @@ type localFault struct {
 
 func (f *localFault) Inject() error { return f.do(f.inject) }
 func (f *localFault) Heal() error   { return f.do(f.heal) }
+
+// Run measures cfg on a local topology of its own, torn down afterwards:
+// what compare.Options.Local runs.
+func Run(ctx context.Context, cfg compare.Config, opts compare.Options) (*compare.Analysis, error) {
+	r := harness.NewRunner("compare", opts.HarnessLog)
+	defer r.Finish()
+	var l *Local
+	if err := r.Do(func() { l = StartLocal(r, cfg.Prefix) }); err != nil {
+		return nil, fmt.Errorf("compare: local topology: %w", err)
+	}
+	inj, err := l.Injector(cfg.Fault, r.Do)
+	if err != nil {
+		return nil, err
+	}
+	return compare.Measure(ctx, cfg, l.Clients(), inj, opts)
+}
