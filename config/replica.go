@@ -132,6 +132,10 @@ type Replica struct {
 	// Zone labels the replica for zone-affine balancers (free text, such as
 	// a cloud zone name); empty means none.
 	Zone string
+	// FreshnessHeaders attaches the answer headers (read mode, staleness
+	// bound, known leader, applied revision) to every answer; true by
+	// default.
+	FreshnessHeaders bool
 	// LogLevel is one of debug, info, warn, error.
 	LogLevel string
 
@@ -188,6 +192,7 @@ func DefaultReplica() Replica {
 		ElectionMs:            1000,
 		AuthToken:             "simple",
 		LogLevel:              "info",
+		FreshnessHeaders:      true,
 		Promotion:             promotion.DefaultConfig(),
 
 		MaxRequestBytes:             embed.DefaultMaxRequestBytes,

@@ -99,6 +99,9 @@ type Config struct {
 	// Zone, if set, is told to balancers that probe the replica (see
 	// wire.ZoneKey), for zone-affine reads.
 	Zone string
+	// OmitAnswerHeaders leaves out the answer headers (see answer.go);
+	// false sends them on every answer.
+	OmitAnswerHeaders bool
 	// RoleState, if set, tells the role loop's state ("waiting: hold 3.1s
 	// of 5s"), sent with the freshness in answer to probes (wire.RoleStateKey).
 	RoleState func() string
@@ -225,7 +228,10 @@ func New(cfg Config) (*Front, error) {
 	// Serve), which does the handshake and tells gRPC the client's
 	// certificate, as etcd's embed does when HTTP shares the port.
 	f.grpc = grpc.NewServer(opts...)
-	answer := &answerHeader{age: f.fresh.Age, hasLeader: lw.hasLeader, rev: func() int64 { return s.KV().Rev() }}
+	var answer *answerHeader
+	if !cfg.OmitAnswerHeaders {
+		answer = &answerHeader{age: f.fresh.Age, hasLeader: lw.hasLeader, rev: func() int64 { return s.KV().Rev() }}
+	}
 	pb.RegisterKVServer(f.grpc, &kvServer{etcd: v3rpc.NewQuotaKVServer(s), fresh: f.fresh, maxStaleness: cfg.MaxStaleness, reqTimeout: s.Cfg.ReqTimeout(), m: m, answer: answer})
 	pb.RegisterWatchServer(f.grpc, &watchServer{WatchServer: v3rpc.NewWatchServer(s), m: m, answer: answer})
 	pb.RegisterLeaseServer(f.grpc, v3rpc.NewQuotaLeaseServer(s))

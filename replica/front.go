@@ -69,6 +69,7 @@ func newFront(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cl
 		ReadBatchMaxWait:      cfg.ReadBatchMaxWait,
 		Via:                   via,
 		Zone:                  cfg.Zone,
+		OmitAnswerHeaders:     !cfg.FreshnessHeaders,
 		RoleState:             roleState.String,
 		Ready:                 readpath.ReadyConfig{MaxLag: cfg.ReadyMaxLag, MaxStaleness: cfg.ReadyStaleness()},
 		KeepAlive:             readpath.KeepAlive{MinTime: cfg.GRPCKeepAliveMinTime, Interval: cfg.GRPCKeepAliveInterval, Timeout: cfg.GRPCKeepAliveTimeout},

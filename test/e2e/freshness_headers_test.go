@@ -276,3 +276,41 @@ func firstErr(errs ...error) error {
 	}
 	return nil
 }
+
+// --freshness-headers=false leaves the four headers out of every answer,
+// through gRPC and the JSON gateway (the benchmark's reference arm).
+func TestFreshnessHeadersCanBeTurnedOff(t *testing.T) {
+	harness.Binaries(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
+	r := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1", Extra: []string{"--freshness-headers=false"}})
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := grpc.NewClient(strings.TrimPrefix(r.ClientURL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	kv := pb.NewKVClient(conn)
+	keys := []string{wire.ReadModeKey, wire.StalenessBoundKey, wire.KnownLeaderKey, wire.AppliedRevisionKey}
+	for _, serializable := range []bool{false, true} {
+		var md metadata.MD
+		if _, err := kv.Range(ctx, &pb.RangeRequest{Key: []byte("k"), Serializable: serializable}, grpc.Header(&md)); err != nil {
+			t.Fatalf("Range (serializable %v): %v", serializable, err)
+		}
+		for _, k := range keys {
+			if v := md.Get(k); len(v) > 0 {
+				t.Errorf("Range (serializable %v) carries %s: %q, want none with --freshness-headers=false", serializable, k, v)
+			}
+		}
+	}
+	code, body, h := jsonPost(t, r.ClientURL+"/v3/kv/range", `{"key":"aw==","serializable":true}`)
+	if code != 200 {
+		t.Fatalf("JSON range: %d %s", code, body)
+	}
+	for _, k := range keys {
+		if v := h.Get(gatewayHeader(k)); v != "" {
+			t.Errorf("JSON range carries %s: %q, want none with --freshness-headers=false", gatewayHeader(k), v)
+		}
+	}
+}
