@@ -51,6 +51,12 @@ type PathReport struct {
 	// BoundViolations counts reads staler than the bound (replica-bounded
 	// only; any is a bug).
 	BoundViolations int `json:"bound_violations"`
+	// ReportedBounds counts the reads whose answer reported a staleness
+	// bound (the replica's paths); ReportedBoundViolations those that
+	// missed a write acknowledged longer before than that bound: the
+	// replica claimed more freshness than it had (any is a bug).
+	ReportedBounds          int `json:"reported_bounds"`
+	ReportedBoundViolations int `json:"reported_bound_violations"`
 	// TornReads are reads whose keys were not all of one revision: some
 	// key older than an acknowledged put the read's own position includes.
 	TornReads int `json:"torn_reads"`
@@ -145,6 +151,12 @@ func Analyze(cfg Config, h *History, faultFrom, faultTo time.Duration) *Analysis
 				a.Samples[p] = append(a.Samples[p], Sample{At: r.Call, StalenessMS: stale[i].ms})
 				if p == PathReplicaBounded && stale[i].ms > ms(cfg.Bound) {
 					pr.BoundViolations++
+				}
+				if r.Reported {
+					pr.ReportedBounds++
+				}
+				if reportedBoundViolated(r, stale[i].ms) {
+					pr.ReportedBoundViolations++
 				}
 				if yard.torn(r.Pos, r.Vals) {
 					pr.TornReads++

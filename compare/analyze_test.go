@@ -1,6 +1,8 @@
 package compare
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -164,5 +166,44 @@ func TestTornReads(t *testing.T) {
 	h.Writes[6].Acked = false // seq 7 ambiguous: it may never have been applied
 	if newAcked(h).torn(10, []int64{9, 10, 3, 8}) {
 		t.Fatal("key 2 missing an ambiguous put called torn")
+	}
+}
+
+// A replica that reports a staleness bound smaller than what its read
+// missed is caught; one whose bound covers the miss, or that reports none,
+// is not.
+func TestReportedBoundViolations(t *testing.T) {
+	h := synthetic(200)
+	addReads(h, PathReplicaWeak, 0, 50*msec) // every read misses 43–48 ms of writes
+	for i := range h.Reads {
+		h.Reads[i].Bound, h.Reads[i].Reported = 100*msec, true
+	}
+	honest := len(h.Reads)
+	addReads(h, PathReplicaWeak, 1, 50*msec)
+	lying := len(h.Reads) - honest
+	for i := honest; i < len(h.Reads); i++ {
+		h.Reads[i].Bound, h.Reads[i].Reported = 20*msec, true
+	}
+	addReads(h, PathReplicaStrong, 2, 50*msec) // no header: not counted
+	a := Analyze(DefaultConfig(), h, 0, 0)
+	for _, p := range a.Paths {
+		switch p.Path {
+		case PathReplicaWeak:
+			if p.ReportedBounds != honest+lying || p.ReportedBoundViolations != lying {
+				t.Errorf("replica-weak: %d violations of %d reported bounds, want %d of %d (every read of the reader that reports 20 ms while 43+ ms stale)",
+					p.ReportedBoundViolations, p.ReportedBounds, lying, honest+lying)
+			}
+		default:
+			if p.ReportedBounds != 0 || p.ReportedBoundViolations != 0 {
+				t.Errorf("%s: %d violations of %d reported bounds, want none: its reads reported no bound", p.Path, p.ReportedBoundViolations, p.ReportedBounds)
+			}
+		}
+	}
+	var tbl strings.Builder
+	if err := a.Table(&tbl); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("%d / %d", lying, honest+lying); !strings.Contains(tbl.String(), want) {
+		t.Errorf("the table does not show %q in the reported bound column:\n%s", want, tbl.String())
 	}
 }

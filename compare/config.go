@@ -25,10 +25,11 @@ const (
 	FaultReplicaPartition Fault = "replica-partition" // the replica's raft links cut
 	FaultMirrorKill       Fault = "mirror-kill"       // the mirror killed, then restarted
 	FaultLeaderKill       Fault = "leader-kill"       // the leader killed, then restarted
+	FaultQuorumLoss       Fault = "quorum-loss"       // the leader and a follower killed, then restarted
 )
 
 // Faults lists every fault, in the order the help text gives them.
-var Faults = []Fault{FaultNone, FaultReplicaPartition, FaultMirrorKill, FaultLeaderKill}
+var Faults = []Fault{FaultNone, FaultReplicaPartition, FaultMirrorKill, FaultLeaderKill, FaultQuorumLoss}
 
 // Path is one way of reading the prefix.
 type Path string

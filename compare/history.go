@@ -30,6 +30,11 @@ type Read struct {
 	// it did not return).
 	Vals []int64
 	Err  string
+	// Bound is the staleness bound the replica reported in the answer's
+	// header (wire.StalenessBoundKey), when Reported: it claims the read
+	// shows every write acknowledged more than Bound before the answer.
+	Bound    time.Duration
+	Reported bool
 }
 
 // OK says whether the read returned data.

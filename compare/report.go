@@ -74,13 +74,16 @@ func (r *Report) render(w io.Writer, md bool) error {
 	}
 
 	t = newTable()
-	t.Header([]string{"PATH", "LINEARIZABLE (porcupine)", "READ-YOUR-WRITES violations/probes", "PROBE ERRORS", "BOUND VIOLATIONS", "TORN READS"})
+	t.Header([]string{"PATH", "LINEARIZABLE (porcupine)", "READ-YOUR-WRITES violations/probes", "PROBE ERRORS", "BOUND VIOLATIONS", "REPORTED BOUND violations/reads", "TORN READS"})
 	for _, p := range r.Paths {
-		bound := "-"
+		bound, reported := "-", "-"
 		if p.Path == PathReplicaBounded {
 			bound = fmt.Sprint(p.BoundViolations)
 		}
-		if err := t.Append([]string{string(p.Path), p.Linearizable, fmt.Sprintf("%d / %d", p.RYW.Violations, p.RYW.Probes), fmt.Sprint(p.RYW.Errors), bound, fmt.Sprint(p.TornReads)}); err != nil {
+		if p.ReportedBounds > 0 {
+			reported = fmt.Sprintf("%d / %d", p.ReportedBoundViolations, p.ReportedBounds)
+		}
+		if err := t.Append([]string{string(p.Path), p.Linearizable, fmt.Sprintf("%d / %d", p.RYW.Violations, p.RYW.Probes), fmt.Sprint(p.RYW.Errors), bound, reported, fmt.Sprint(p.TornReads)}); err != nil {
 			return fmt.Errorf("compare: table: %w", err)
 		}
 	}

@@ -131,7 +131,8 @@ func runRemote(ctx context.Context, cfg Config, opts Options) (*Analysis, error)
 }
 
 func dial(e Endpoints, urls []string, lg *zap.Logger) (*clientv3.Client, error) {
-	cfg := clientv3.Config{Endpoints: urls, DialTimeout: 5 * time.Second, Logger: lg.Named("client").WithOptions(zap.IncreaseLevel(zap.WarnLevel))}
+	cfg := clientv3.Config{Endpoints: urls, DialTimeout: 5 * time.Second, Logger: lg.Named("client").WithOptions(zap.IncreaseLevel(zap.WarnLevel)),
+		DialOptions: DialOptions()}
 	if e.CACert != "" || e.Cert != "" || e.InsecureSkipVerify {
 		info := transport.TLSInfo{TrustedCAFile: e.CACert, CertFile: e.Cert, KeyFile: e.Key, InsecureSkipVerify: e.InsecureSkipVerify}
 		tc, err := info.ClientConfig()

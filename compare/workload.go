@@ -155,13 +155,15 @@ func (w *workload) read(ctx context.Context, p Path, id int) []Read {
 		case <-timer.C:
 		}
 		rd := Read{Path: p, Reader: id, Call: w.now()}
-		rctx, cancel := context.WithTimeout(md(context.Background()), w.cfg.RequestTimeout)
+		var hdr metadata.MD
+		rctx, cancel := context.WithTimeout(withHeader(md(context.Background()), &hdr), w.cfg.RequestTimeout)
 		resp, err := cli.Get(rctx, w.rangePrefix(), opts...)
 		cancel()
 		rd.Return = w.now()
 		if err == nil {
 			rd.Vals, err = w.values(resp)
 			rd.Pos = slices.Max(rd.Vals)
+			rd.Bound, rd.Reported = reportedBound(hdr)
 		}
 		if err != nil {
 			rd.Err = err.Error()

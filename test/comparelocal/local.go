@@ -55,7 +55,7 @@ func StartLocal(t harness.TB, prefix string) *Local {
 func (l *Local) Clients() compare.Clients { return l.clients }
 
 func localClient(t harness.TB, url string) *clientv3.Client {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), DialOptions: compare.DialOptions()})
 	if err != nil {
 		t.Fatalf("compare: client of %s: %v", url, err)
 	}
@@ -84,8 +84,34 @@ func (l *Local) Injector(f compare.Fault, do func(func()) error) (compare.Inject
 		return &localFault{do: do,
 			inject: func() { leader = l.Cluster.Leader(l.t); leader.Proc.Kill() },
 			heal:   func() { leader.Proc.Restart(l.t) }}, nil
+	case compare.FaultQuorumLoss:
+		var dead []*harness.Member
+		return &localFault{do: do,
+			inject: func() { dead = l.killMajority() },
+			heal: func() {
+				for _, m := range dead {
+					m.Proc.Restart(l.t)
+				}
+			}}, nil
 	}
 	return nil, fmt.Errorf("compare: fault %q: not one the local topology knows", f)
+}
+
+// killMajority kills the leader and one follower: the one voter left has
+// no quorum, the replica no leader.
+func (l *Local) killMajority() []*harness.Member {
+	leader := l.Cluster.Leader(l.t)
+	dead := []*harness.Member{leader}
+	for _, m := range l.Cluster.Members {
+		if m != leader {
+			dead = append(dead, m)
+			break
+		}
+	}
+	for _, m := range dead {
+		m.Proc.Kill()
+	}
+	return dead
 }
 
 type localFault struct {
