@@ -1,10 +1,8 @@
 package deploy
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -52,8 +50,12 @@ func TestDashboardAndAlertsNameExportedMetrics(t *testing.T) {
 	harness.WaitFor(t, 2*time.Minute, "every named metric in the replica's or the mirror's /metrics", func() (bool, error) {
 		have := map[string]bool{}
 		for _, u := range []string{r.ClientURL, mirrorMetrics} {
-			if err := scrape(u+"/metrics", have); err != nil {
+			m, err := harness.Scrape(t.Context(), u+"/metrics", nil)
+			if err != nil {
 				return false, err
+			}
+			for _, n := range m.SeriesNames() { // histograms as their _bucket, _sum and _count, as PromQL names them
+				have[n] = true
 			}
 		}
 		missing = missing[:0]
@@ -100,36 +102,4 @@ func exercise(t *testing.T, endpoint string) {
 	if _, err := cli.Get(ctx, "/m/k", clientv3.WithSerializable()); err != nil {
 		t.Fatalf("serializable read: %v", err)
 	}
-}
-
-// scrape adds the sample names of a Prometheus text exposition to have
-// (histograms as their _bucket, _sum and _count series, as PromQL names
-// them).
-func scrape(url string, have map[string]bool) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		if i := strings.IndexAny(line, "{ "); i > 0 {
-			have[line[:i]] = true
-		}
-	}
-	return sc.Err()
 }

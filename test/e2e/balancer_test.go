@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,48 +18,23 @@ import (
 	"github.com/understudy-kv/understudy/test/harness"
 )
 
-// metric sums the samples of a Prometheus counter whose labels include
-// every one given, as served at url (a member's /metrics).
+// metric sums the series of a metric (a PromQL series name) whose labels
+// include every "name=value" given, as served at url (a member's or
+// replica's base URL, whose /metrics it scrapes).
 func metric(t *testing.T, url, name string, labels ...string) float64 {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatalf("metrics of %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(line, l)
-		}
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			t.Fatalf("metrics of %s: %q: %v", url, line, err)
-		}
-		sum += v
-	}
-	return sum
+	return harness.MustScrape(t, url+"/metrics").Sum(name, labels...)
 }
 
 // handled is how many calls of a KV method a voter has handled.
 func handled(t *testing.T, m *harness.Member, method string) float64 {
-	return metric(t, m.ClientURL, "grpc_server_handled_total", `grpc_method="`+method+`"`, `grpc_service="etcdserverpb.KV"`)
+	return metric(t, m.ClientURL, "grpc_server_handled_total", "grpc_method="+method, "grpc_service=etcdserverpb.KV")
 }
 
 // served is how many KV calls of a method and read mode a replica has
 // served (mode "" for writes).
 func served(t *testing.T, metricsURL, method, mode string) float64 {
-	return metric(t, metricsURL, "understudy_replica_requests_total", `method="`+method+`"`, `mode="`+mode+`"`, `service="KV"`)
+	return metric(t, metricsURL, "understudy_replica_requests_total", "method="+method, "mode="+mode, "service=KV")
 }
 
 type balancedReplica struct {

@@ -148,7 +148,7 @@ func TestReplicaStopsWhenEveryVoterQuotaPassesIt(t *testing.T) {
 		if r.Exited() {
 			t.Fatalf("the replica stopped while a voter may keep the old quota:\n%s", harnessTail(r.Log()))
 		}
-		return metric(t, r.ClientURL, "understudy_replica_quota_checks_total", `outcome="`+outcome+`"`)
+		return metric(t, r.ClientURL, "understudy_replica_quota_checks_total", "outcome="+outcome)
 	}
 	stays := func(outcome, after string) {
 		n := checks(outcome)

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -187,21 +186,10 @@ func runFault(t *testing.T, fc faultCase, rng *rand.Rand, fixed bool) {
 // while the hub was paused, rounds of its own: both paths were checked.
 func checkRoundsBySource(t *testing.T, r *harness.Replica) {
 	t.Helper()
-	code, body := httpDo("GET", r.ClientURL+"/metrics", "")
-	if code != 200 {
-		t.Fatalf("/metrics: %d %s", code, body)
-	}
+	m := harness.MustScrape(t, r.ClientURL+"/metrics")
 	got := map[string]float64{}
-	for _, line := range strings.Split(body, "\n") {
-		for _, src := range []string{"via", "own"} {
-			if v, ok := strings.CutPrefix(line, `understudy_replica_read_index_rounds_total{source="`+src+`"} `); ok {
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					t.Fatalf("metric line %q: %v", line, err)
-				}
-				got[src] = f
-			}
-		}
+	for _, src := range []string{"via", "own"} {
+		got[src] = m.Sum("understudy_replica_read_index_rounds_total", "source="+src)
 	}
 	t.Logf("rounds through the hub: %v, own: %v", got["via"], got["own"])
 	if got["via"] == 0 || got["own"] == 0 {

@@ -74,7 +74,7 @@ func TestHubTrustFakeHubWithCutLinks(t *testing.T) {
 	if n := asked.Load(); n != 0 {
 		t.Errorf("the fake hub was asked %d times; it is at no member's client URL", n)
 	}
-	if n := metric(t, r.ClientURL, "understudy_replica_read_index_via_rejections_total", `reason="not_member"`); n == 0 {
+	if n := metric(t, r.ClientURL, "understudy_replica_read_index_via_rejections_total", "reason=not_member"); n == 0 {
 		t.Errorf("no not_member rejection counted")
 	}
 }
@@ -177,7 +177,7 @@ func checkNoStaleReadsWhenCut(t *testing.T, c *harness.Cluster, r *harness.Repli
 	}
 	wg.Wait()
 	t.Logf("200 reads with the links cut: %d failed, %d served x=new, %d stale strong, %d bounded past their bound", failed.Load(), served.Load(), stale.Load(), pastBound.Load())
-	if via := metric(t, r.ClientURL, "understudy_replica_read_index_rounds_total", `source="via"`); via != 0 {
+	if via := metric(t, r.ClientURL, "understudy_replica_read_index_rounds_total", "source=via"); via != 0 {
 		t.Errorf("%v rounds through the hub, want none", via)
 	}
 	if code, body := httpDo("GET", r.ClientURL+"/readyz", ""); code == http.StatusOK || !strings.Contains(body, "[-]leader_contact") {
@@ -266,14 +266,14 @@ func TestHubTrustHubFaultsFallBack(t *testing.T) {
 	// Through the proxy, the hub is a member at its advertised URL: used.
 	harness.WaitFor(t, 30*time.Second, "rounds through the hub", func() (bool, error) {
 		err := read()
-		return count("understudy_replica_read_index_rounds_total", `source="via"`) > 0, err
+		return count("understudy_replica_read_index_rounds_total", "source=via") > 0, err
 	})
 
 	for _, fault := range []struct{ mode, reason string }{{"huge", "catch_up"}, {"late", "slow"}} {
 		harness.WaitFor(t, 10*time.Second, "the hub usable", func() (bool, error) {
 			return count("understudy_replica_read_index_via_hubs_avoided") == 0, nil
 		})
-		own := count("understudy_replica_read_index_rounds_total", `source="own"`)
+		own := count("understudy_replica_read_index_rounds_total", "source=own")
 		mode.Store(fault.mode)
 		stop := make(chan struct{})
 		var reads, failed atomic.Int64
@@ -296,7 +296,7 @@ func TestHubTrustHubFaultsFallBack(t *testing.T) {
 		start := time.Now()
 		harness.WaitFor(t, 2*time.Second, fault.mode+" hub dropped", func() (bool, error) {
 			return count("understudy_replica_read_index_via_hubs_avoided") == 1 &&
-				count("understudy_replica_read_index_via_rejections_total", `reason="`+fault.reason+`"`) >= 1, nil
+				count("understudy_replica_read_index_via_rejections_total", "reason="+fault.reason) >= 1, nil
 		})
 		dropped := time.Since(start)
 		// Reads go on through own rounds.
@@ -304,7 +304,7 @@ func TestHubTrustHubFaultsFallBack(t *testing.T) {
 		harness.WaitFor(t, 5*time.Second, "reads after the drop", func() (bool, error) { return reads.Load() > before+5, nil })
 		close(stop)
 		<-done
-		if own2 := count("understudy_replica_read_index_rounds_total", `source="own"`); own2 <= own {
+		if own2 := count("understudy_replica_read_index_rounds_total", "source=own"); own2 <= own {
 			t.Errorf("%s hub: no own rounds after it (%v, then %v)", fault.mode, own, own2)
 		}
 		t.Logf("%s hub: dropped after %v; %d strong reads, %d failed", fault.mode, dropped.Round(time.Millisecond), reads.Load(), failed.Load())
@@ -370,14 +370,14 @@ func TestHubTrustAuth(t *testing.T) {
 		}
 	}
 
-	via := metric(t, r.ClientURL, "understudy_replica_read_index_rounds_total", `source="via"`)
+	via := metric(t, r.ClientURL, "understudy_replica_read_index_rounds_total", "source=via")
 	harness.WaitFor(t, 30*time.Second, "alice's strong reads through the replica use the hub", func() (bool, error) {
 		gctx, gcancel := context.WithTimeout(ctx, 5*time.Second)
 		defer gcancel()
 		if _, err := alice.Get(gctx, "pub/a"); err != nil {
 			return false, err
 		}
-		return metric(t, r.ClientURL, "understudy_replica_read_index_rounds_total", `source="via"`) > via, nil
+		return metric(t, r.ClientURL, "understudy_replica_read_index_rounds_total", "source=via") > via, nil
 	})
 }
 
@@ -423,7 +423,7 @@ func TestHubTrustTLSCertificateUser(t *testing.T) {
 		if _, err := rep.Get(ctx, "k"); err != nil {
 			return false, err
 		}
-		return metric(t, metricsURL, "understudy_replica_read_index_rounds_total", `source="via"`) > 0, nil
+		return metric(t, metricsURL, "understudy_replica_read_index_rounds_total", "source=via") > 0, nil
 	})
 	if n := metric(t, metricsURL, "understudy_replica_read_index_via_rejections_total"); n != 0 {
 		t.Errorf("%v answers of the hub refused", n)

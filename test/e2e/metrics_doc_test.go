@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,30 +18,12 @@ import (
 // page lists, its TYPE and HELP.
 func scrapeFamilies(t *testing.T, url string) map[string][2]string {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("scrape %s: %v", url, err)
-	}
-	defer resp.Body.Close()
+	m := harness.MustScrape(t, url)
 	fams := map[string][2]string{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		f := strings.SplitN(sc.Text(), " ", 4)
-		if len(f) < 4 || f[0] != "#" || !strings.HasPrefix(f[2], "understudy_") {
-			continue
+	for _, name := range m.Names() {
+		if strings.HasPrefix(name, "understudy_") {
+			fams[name] = [2]string{m.Type(name), m.Help(name)}
 		}
-		e := fams[f[2]]
-		switch f[1] {
-		case "TYPE":
-			e[0] = f[3]
-		case "HELP":
-			e[1] = f[3]
-		}
-		fams[f[2]] = e
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("scrape %s: %v", url, err)
 	}
 	return fams
 }
@@ -125,12 +105,8 @@ func TestMetricsReferenceListsEveryMetric(t *testing.T) {
 	}
 	scraped := scrapeFamilies(t, r.ClientURL+"/metrics")
 	harness.WaitFor(t, 30*time.Second, "the mirror's metrics", func() (bool, error) {
-		resp, err := http.Get(mirrorMetrics + "/metrics")
-		if err != nil {
-			return false, err
-		}
-		resp.Body.Close()
-		return true, nil
+		_, err := harness.Scrape(t.Context(), mirrorMetrics+"/metrics", nil)
+		return err == nil, err
 	})
 	for name, e := range scrapeFamilies(t, mirrorMetrics+"/metrics") {
 		scraped[name] = e

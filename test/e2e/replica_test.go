@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -293,7 +291,7 @@ func TestReplicaBoundedReadWhenCutOff(t *testing.T) {
 	rep := client(t, r.ClientURL)
 	defer func() {
 		if t.Failed() {
-			t.Logf("replica metrics:\n%s", scrape(t, metricsURL, "understudy_"))
+			t.Logf("replica metrics:\n%s", scrape(metricsURL, "understudy_"))
 		}
 	}()
 
@@ -406,22 +404,14 @@ func freeze(t *testing.T, c *harness.Cluster, sig syscall.Signal) {
 	}
 }
 
-// scrape returns the metrics lines of url/metrics that start with prefix.
-func scrape(t *testing.T, url, prefix string) string {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
+// scrape returns the series of url/metrics whose names start with prefix,
+// one a line, or why it could not scrape them (for a failed test's log).
+func scrape(url, prefix string) string {
+	m, err := harness.Scrape(context.Background(), url+"/metrics", nil)
 	if err != nil {
 		return err.Error()
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, prefix) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
+	return m.Format(prefix)
 }
 
 func isUnavailableOrDeadline(err error) bool {

@@ -239,7 +239,7 @@ func TestReplicaStatusSaysWhyAStandbyWaits(t *testing.T) {
 	}
 	s.CutPeerLinks(t, c)
 	want("blocked", "blocked: not caught up: ")
-	if v := metric(t, s.ClientURL, "understudy_replica_role_state", `state="blocked"`, `reason="not-caught-up"`); v != 1 {
+	if v := metric(t, s.ClientURL, "understudy_replica_role_state", "state=blocked", "reason=not-caught-up"); v != 1 {
 		t.Fatalf("understudy_replica_role_state{state=blocked,reason=not-caught-up} = %v, want 1", v)
 	}
 }

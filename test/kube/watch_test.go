@@ -4,9 +4,8 @@ package kube
 
 import (
 	"bufio"
+	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -190,22 +189,12 @@ func restart(t *testing.T, s *server) {
 // watchers reads etcd_debugging_mvcc_watcher_total from a server's
 // /metrics: how many watchers its store serves.
 func watchers(url string) (int, error) {
-	resp, err := http.Get(url + "/metrics")
+	m, err := harness.Scrape(context.Background(), url+"/metrics", nil)
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "etcd_debugging_mvcc_watcher_total "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int(f), err
-		}
-	}
-	return 0, fmt.Errorf("no etcd_debugging_mvcc_watcher_total in %s/metrics", url)
+	n, err := m.Value("etcd_debugging_mvcc_watcher_total")
+	return int(n), err
 }
 
 func firstLine(s string) string {
