@@ -52,6 +52,13 @@ type Checkpoint struct {
 	// Resyncs counts full syncs after the first (the source compacted past
 	// the checkpoint).
 	Resyncs int `json:"resyncs,omitempty"`
+	// FailbackFrom names the mirror this one fails back from (--failback,
+	// failback.go); AdoptedThrough is the last of that mirror's ownership
+	// records whose destination key the adoption is done with, and Adopted
+	// says the adoption is complete.
+	FailbackFrom   string `json:"failback_from,omitempty"`
+	AdoptedThrough string `json:"adopted_through,omitempty"`
+	Adopted        bool   `json:"adopted,omitempty"`
 	// Token is the writing process's own random token: after a write whose
 	// outcome it did not learn, a mirror that finds its own token knows the
 	// write landed, and one that finds another's knows another mirror

@@ -23,7 +23,7 @@ func (mr *mirror) checkCycles(ctx context.Context) (map[string]Checkpoint, error
 	if err != nil {
 		return nil, err
 	}
-	links := linksInto(mr.destID, dcps, mr.cfg.Name)
+	links := mr.withoutFailedBack(linksInto(mr.destID, dcps, mr.cfg.Name), mr.destID)
 	inSource, srev := links, drev
 	if mr.sourceID != mr.destID {
 		if inSource, srev, err = mr.sourceLinks(ctx); err != nil {
@@ -71,7 +71,7 @@ func (mr *mirror) sourceLinks(ctx context.Context) ([]link, int64, error) {
 	if mr.sourceID == mr.destID {
 		except = mr.cfg.Name
 	}
-	return linksInto(mr.sourceID, cps, except), rev, nil
+	return mr.withoutFailedBack(linksInto(mr.sourceID, cps, except), mr.sourceID), rev, nil
 }
 
 // refreshFeeders reads the feeders again when a version newer than the

@@ -18,9 +18,11 @@ type metrics struct {
 	conflicts                      prometheus.Counter
 	// mirroredSkipped: source key versions another mirror wrote.
 	mirroredSkipped prometheus.Counter
-	leaseLost       prometheus.Counter
-	restored        prometheus.Counter
-	stalled         prometheus.Gauge
+	// adopted: destination keys a failback took over.
+	adopted   prometheus.Counter
+	leaseLost prometheus.Counter
+	restored  prometheus.Counter
+	stalled   prometheus.Gauge
 
 	mu sync.Mutex
 	// source is the newest source revision seen; appliedRev the newest in
@@ -69,6 +71,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "understudy", Subsystem: "mirror", Name: "mirrored_keys_skipped_total",
 			Help: "Source key versions not copied because another mirror wrote them into the source (its ownership records say so).",
 		}),
+		adopted: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "understudy", Subsystem: "mirror", Name: "failback_adopted_keys_total",
+			Help: "Destination keys a failback (--failback) took over because the mirror it fails back from had copied them.",
+		}),
 		leaseLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "understudy", Subsystem: "mirror", Name: "dest_leases_lost_total",
 			Help: "Destination leases that ended while their source lease lived (their keys are restored).",
@@ -84,7 +90,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		lastProgress: time.Now(),
 	}
 	if reg != nil {
-		reg.MustRegister(m.applied, m.syncedKeys, m.resyncs, m.resyncWritten, m.resyncUnchanged, m.txns, m.conflicts, m.mirroredSkipped, m.leaseLost, m.restored, m.stalled,
+		reg.MustRegister(m.applied, m.syncedKeys, m.resyncs, m.resyncWritten, m.resyncUnchanged, m.txns, m.conflicts, m.mirroredSkipped, m.adopted, m.leaseLost, m.restored, m.stalled,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Namespace: "understudy", Subsystem: "mirror", Name: "lag_revisions",
 				Help: "Source revisions seen but not yet in the checkpoint.",

@@ -57,9 +57,15 @@ type Config struct {
 	// source (its checkpoint is in the source and its ownership record
 	// says it wrote the key's version). False, the default, leaves them
 	// out: copying another mirror's copy on is how mirror cycles start.
-	// The one caller meant to set it is a failback (copying back what a
-	// mirror wrote, once its source is gone); no flag sets it yet.
+	// A failback sets Failback instead, which copies only the keys of
+	// the mirror it fails back from.
 	CopyMirrored bool
+	// Failback (--failback) lets the mirror copy back into its source
+	// what a drained mirror copied from it (see failback.go): that mirror
+	// is left out of the cycle check and its keys are copied, and the
+	// destination's keys it copied are taken over. Without it such a
+	// mirror is refused, naming that mirror's records.
+	Failback bool
 	// Progress, if not nil, is told of a full sync's progress.
 	Progress func(copied, total int64)
 	Logger   *zap.Logger
@@ -97,6 +103,9 @@ func (c Config) Validate() error {
 	}
 	if c.Policy < Keep || c.Policy > Prune {
 		add("Policy %d: must be Keep, Overwrite or Prune", c.Policy)
+	}
+	if c.Failback && c.Rev > 0 {
+		add("Failback with Rev %d: a failback syncs in full (it takes over the destination's keys); drop --rev", c.Rev)
 	}
 	if c.Logger == nil {
 		add("Logger is required")
@@ -157,6 +166,9 @@ type mirror struct {
 	claimRev     int64
 	cycleDue     bool
 	checkedAt    time.Time
+
+	// failback is what preflight decided about a failback (failback.go).
+	failback failbackPlan
 }
 
 // Run mirrors until ctx ends; it returns nil then. It returns an error
@@ -238,6 +250,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 // step does the next phase from the checkpoint: a full sync, then streaming.
 func (mr *mirror) step(ctx context.Context) error {
+	if mr.failback.adopt {
+		return mr.adopt(ctx)
+	}
 	var w *sourceWatch
 	if mr.cp == nil || mr.cp.Phase == PhaseSync {
 		var err error
@@ -371,7 +386,8 @@ func (mr *mirror) unmapKey(k []byte) string {
 
 // fresh is a checkpoint of this mirror with nothing applied yet.
 func (mr *mirror) fresh() Checkpoint {
-	return Checkpoint{SourceClusterID: mr.sourceID, SourcePrefix: mr.cfg.Prefix, DestPrefix: mr.cfg.DestPrefix, Policy: mr.cfg.Policy.String()}
+	return Checkpoint{SourceClusterID: mr.sourceID, SourcePrefix: mr.cfg.Prefix, DestPrefix: mr.cfg.DestPrefix, Policy: mr.cfg.Policy.String(),
+		FailbackFrom: mr.failback.from, Adopted: mr.failback.from != "" && !mr.failback.adopt}
 }
 
 // span is the key range of a prefix: key and range end, the whole

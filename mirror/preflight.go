@@ -38,6 +38,9 @@ func (mr *mirror) preflight(ctx context.Context) error {
 		return fmt.Errorf("mirror: destination cluster: %w", err)
 	}
 	mr.sourceID, mr.destID = src, dst
+	if err := mr.planFailback(ctx); err != nil {
+		return err
+	}
 	cps, err := mr.checkCycles(ctx)
 	if err != nil {
 		return err
@@ -71,7 +74,7 @@ func (mr *mirror) preflight(ctx context.Context) error {
 		}
 		mr.noneOwned = resp.Count == 0
 	}
-	if mr.cp == nil && mr.cfg.Rev == 0 && mr.cfg.Policy == Keep {
+	if mr.cp == nil && mr.cfg.Rev == 0 && mr.cfg.Policy == Keep && mr.failback.from == "" {
 		n, sample, err := unowned(ctx, mr.cfg.Dest, mr.cfg.DestPrefix, mr.cfg.Name, mr.cfg.PageSize, 5)
 		if err != nil {
 			return err
@@ -92,6 +95,13 @@ func (mr *mirror) preflight(ctx context.Context) error {
 		cp.Phase, cp.Revision = PhaseStream, mr.cfg.Rev-1
 		mr.cp = &cp // written (claimed) before the first revision is applied
 		mr.lg.Info("streaming from --rev without an initial sync", zap.Int64("rev", mr.cfg.Rev))
+	case mr.failback.from != "":
+		// A failback takes over the image's keys the mirror failed back
+		// from copied and leaves the others alone (no refusal under Keep);
+		// its first adoption claims the image.
+		cp := mr.fresh()
+		cp.Phase = PhaseSync
+		mr.cp = &cp
 	}
 	return nil
 }

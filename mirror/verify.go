@@ -196,7 +196,8 @@ type feederScan struct {
 
 // feederScanAt reads which mirrors write into the source under the prefix
 // (none under CopyMirrored, or if the source's reserved prefix cannot be
-// read) and scans their records at rev.
+// read; not the one the mirror fails back from) and scans their records
+// at rev.
 func feederScanAt(ctx context.Context, cfg VerifyConfig, rev int64) (*feederScan, error) {
 	fs := &feederScan{}
 	if cfg.CopyMirrored {
@@ -217,9 +218,15 @@ func feederScanAt(ctx context.Context, cfg VerifyConfig, rev int64) (*feederScan
 	case err != nil:
 		return nil, fmt.Errorf("mirror: source: %w", err)
 	}
+	// A failback copies the keys of the mirror it fails back from.
+	self, _, err := ReadCheckpoint(ctx, cfg.Dest, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
 	key, end := span(cfg.Prefix)
 	for name, c := range cps {
-		if (src == dst && name == cfg.Name) || !overlap(c.DestPrefix, cfg.Prefix) {
+		if (src == dst && name == cfg.Name) || !overlap(c.DestPrefix, cfg.Prefix) ||
+			(self != nil && name == self.FailbackFrom && c.SourceClusterID == dst) {
 			continue
 		}
 		own := ownPrefix(name)

@@ -37,6 +37,7 @@ in its image stops and asks for --overwrite or --prune.
 Usage:
   replica mirror --source-endpoints URL[,URL…] --dest-endpoints URL[,URL…] \
     [--prefix P] [--dest-prefix Q | --no-dest-prefix] [--rev R] [--name N]
+    [--failback]                           B → A after a switchover A → B
   replica mirror verify (the same flags)   compare source and destination;
                                            exit 1 on any difference
   replica mirror drain (the same flags) [--drain-timeout D]
@@ -156,7 +157,7 @@ func runMirror(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	err = mirror.Run(ctx, mirror.Config{
 		Source: src, Dest: dst, Prefix: cfg.Prefix, DestPrefix: cfg.MappedDestPrefix(),
 		Rev: cfg.Rev, Name: cfg.Name, MaxTxnOps: cfg.MaxTxnOps, PageSize: cfg.PageSize,
-		NoLeases: cfg.NoLeases, ProgressInterval: cfg.ProgressInterval, CycleCheckInterval: cfg.CycleCheckInterval, Policy: policy(cfg), ResetPolicy: cfg.ResetPolicy,
+		NoLeases: cfg.NoLeases, ProgressInterval: cfg.ProgressInterval, CycleCheckInterval: cfg.CycleCheckInterval, Policy: policy(cfg), ResetPolicy: cfg.ResetPolicy, Failback: cfg.Failback,
 		RequestTimeout: cfg.CommandTimeout, StallAfter: cfg.StallTimeout,
 		Progress: syncProgress(lg), Logger: lg, Registerer: reg,
 	})

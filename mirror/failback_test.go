@@ -1,0 +1,110 @@
+package mirror
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// TestReversesOf: a mirror from this mirror's destination cluster into
+// its source, over overlapping prefixes, is a reverse; one of another
+// cluster pair or disjoint prefixes is not.
+func TestReversesOf(t *testing.T) {
+	self := link{name: "ba", src: "B", dst: "A", srcPrefix: "/p/", dstPrefix: "/p/"}
+	links := []link{
+		{name: "ab", src: "A", dst: "B", srcPrefix: "/p/", dstPrefix: "/p/"},
+		{name: "narrow", src: "A", dst: "B", srcPrefix: "/p/x/", dstPrefix: "/p/x/"},
+		{name: "disjoint-src", src: "A", dst: "B", srcPrefix: "/q/", dstPrefix: "/p/"},
+		{name: "disjoint-dst", src: "A", dst: "B", srcPrefix: "/p/", dstPrefix: "/q/"},
+		{name: "other-cluster", src: "C", dst: "B", srcPrefix: "/p/", dstPrefix: "/p/"},
+	}
+	var got []string
+	for _, l := range reversesOf(self, links) {
+		got = append(got, l.name)
+	}
+	if want := []string{"ab", "narrow"}; !slices.Equal(got, want) {
+		t.Fatalf("reversesOf = %v, want %v", got, want)
+	}
+}
+
+// TestDecideFailback covers the --failback decision: refused without the
+// flag naming the records, refused with it unless a cutover record of the
+// exact reverse exists, and recorded for restarts.
+func TestDecideFailback(t *testing.T) {
+	self := link{name: "ba", src: "B", dst: "A", srcPrefix: "/p/", dstPrefix: "/p/"}
+	ab := link{name: "ab", src: "A", dst: "B", srcPrefix: "/p/", dstPrefix: "/p/"}
+	cut := &Cutover{SourceClusterID: "A", SourcePrefix: "/p/", DestPrefix: "/p/", Revision: 42, Time: time.Unix(0, 0)}
+	drained := reverseMirror{link: ab, cut: cut, owned: 7}
+	undrained := reverseMirror{link: ab, owned: 7}
+	otherCut := *cut
+	otherCut.SourceClusterID = "C"
+	narrow := reverseMirror{link: link{name: "n", src: "A", dst: "B", srcPrefix: "/p/x/", dstPrefix: "/p/x/"},
+		cut: &Cutover{SourceClusterID: "A", SourcePrefix: "/p/x/", DestPrefix: "/p/x/", Revision: 9}}
+	for _, c := range []struct {
+		name     string
+		failback bool
+		cp       *Checkpoint
+		found    []reverseMirror
+		want     failbackPlan
+		refused  []string // nil: accepted
+	}{
+		{"no reverse, no flag: a plain mirror", false, nil, nil, failbackPlan{}, nil},
+		{"no reverse, flag", true, nil, nil, failbackPlan{}, []string{"--failback", "nothing to fail back from"}},
+		{"reverse retired after the failback", true, &Checkpoint{FailbackFrom: "ab", Adopted: true}, nil, failbackPlan{from: "ab"}, nil},
+		{"drained reverse, no flag", false, nil, []reverseMirror{drained}, failbackPlan{},
+			[]string{`mirror "ab"`, strconv.Quote(CheckpointKey("ab")), strconv.Quote(CutoverKey("ab")), strconv.Quote(ownPrefix("ab")), "7 ownership record(s)", "give --failback"}},
+		{"undrained reverse, no flag", false, nil, []reverseMirror{undrained}, failbackPlan{},
+			[]string{`mirror "ab"`, strconv.Quote(CheckpointKey("ab")), "no cutover record", "cycle", "drain"}},
+		{"restart without the flag", false, &Checkpoint{FailbackFrom: "ab", Adopted: true}, []reverseMirror{drained}, failbackPlan{},
+			[]string{"records a failback from it", "restart it with --failback"}},
+		{"undrained reverse, flag", true, nil, []reverseMirror{undrained}, failbackPlan{}, []string{"--failback needs a completed switchover", strconv.Quote(CutoverKey("ab"))}},
+		{"cutover of another source", true, nil, []reverseMirror{{link: ab, cut: &otherCut}}, failbackPlan{}, []string{"not the reverse", "cluster C"}},
+		{"narrower reverse", true, nil, []reverseMirror{narrow}, failbackPlan{}, []string{"not the reverse", `--prefix "/p/x/"`}},
+		{"two reverses", true, nil, []reverseMirror{drained, narrow}, failbackPlan{}, []string{"2 mirrors", `mirror "ab"`, `mirror "n"`}},
+		{"another reverse than recorded", true, &Checkpoint{FailbackFrom: "old"}, []reverseMirror{drained}, failbackPlan{}, []string{`failback from mirror "old"`}},
+		{"first failback", true, nil, []reverseMirror{drained}, failbackPlan{from: "ab", adopt: true, cutRev: 42}, nil},
+		{"restart mid-adoption", true, &Checkpoint{FailbackFrom: "ab", AdoptedThrough: "/p/3"}, []reverseMirror{drained}, failbackPlan{from: "ab", adopt: true, cutRev: 42}, nil},
+		{"restart after adoption", true, &Checkpoint{FailbackFrom: "ab", Adopted: true}, []reverseMirror{drained}, failbackPlan{from: "ab", cutRev: 42}, nil},
+	} {
+		got, err := decideFailback(self, c.failback, c.cp, c.found)
+		if c.refused == nil {
+			if err != nil || got != c.want {
+				t.Errorf("%s: %+v, %v; want %+v", c.name, got, err, c.want)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrRefused) {
+			t.Errorf("%s: %+v, %v; want a refusal", c.name, got, err)
+			continue
+		}
+		for _, w := range c.refused {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: refusal %q does not say %q", c.name, err, w)
+			}
+		}
+	}
+}
+
+// TestAdoptable: a destination key the reverse mirror copied is adopted
+// unless its version is newer than the cutover record's revision; keys
+// the destination does not have are not.
+func TestAdoptable(t *testing.T) {
+	dest := map[string]*mvccpb.KeyValue{
+		"/p/old":  {Key: []byte("/p/old"), ModRevision: 10},
+		"/p/at":   {Key: []byte("/p/at"), ModRevision: 42},
+		"/p/late": {Key: []byte("/p/late"), ModRevision: 43},
+	}
+	adopt, newer := adoptable([]string{"/p/at", "/p/gone", "/p/late", "/p/old"}, dest, 42)
+	var got []string
+	for _, kv := range adopt {
+		got = append(got, string(kv.Key))
+	}
+	if !slices.Equal(got, []string{"/p/at", "/p/old"}) || !slices.Equal(newer, []string{"/p/late"}) {
+		t.Fatalf("adoptable = %v, newer %v; want [/p/at /p/old], newer [/p/late]", got, newer)
+	}
+}
