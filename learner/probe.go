@@ -28,6 +28,7 @@ var ErrPeerURLUnreachable = errors.New("learner: advertised peer URL does not re
 // tlsCfg, for https peer URLs, is the member's peer TLS as a client.
 func ProbePeerURL(ctx context.Context, url, cluster string, tlsCfg *tls.Config) error {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+	defer client.CloseIdleConnections() // the transport is ours: keep no connection to the peer open
 	var last error
 	for {
 		last = probeOnce(ctx, client, url, cluster)
