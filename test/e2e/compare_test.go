@@ -151,7 +151,26 @@ func TestCompareLocal(t *testing.T) {
 	if b := pathReport(t, rep, compare.PathReplicaBounded); b.BoundViolations != 0 {
 		t.Errorf("replica-bounded: %d reads staler than the bound", b.BoundViolations)
 	}
+	checkReportedBounds(t, rep)
 	checkWatches(t, rep)
+}
+
+// checkReportedBounds fails t unless every read of the replica's paths
+// reported a staleness bound and none missed a write older than it.
+func checkReportedBounds(t *testing.T, rep *compare.Report) {
+	t.Helper()
+	for _, pr := range rep.Paths {
+		switch pr.Path {
+		case compare.PathReplicaStrong, compare.PathReplicaWeak, compare.PathReplicaBounded:
+			if pr.ReportedBounds == 0 || pr.ReportedBoundViolations != 0 {
+				t.Errorf("%s: %d of %d reported staleness bounds smaller than the staleness measured; want bounds reported and none violated", pr.Path, pr.ReportedBoundViolations, pr.ReportedBounds)
+			}
+		default:
+			if pr.ReportedBounds != 0 {
+				t.Errorf("%s: %d reads reported a staleness bound; only a replica reports one", pr.Path, pr.ReportedBounds)
+			}
+		}
+	}
 }
 
 // The replica's raft links cut for a third of the run: weak reads grow
@@ -194,5 +213,8 @@ func TestCompareReplicaPartition(t *testing.T) {
 	if l := pathReport(t, rep, compare.PathLeader); l.Linearizable != compare.VerdictOK || l.Run.Errors != 0 {
 		t.Errorf("leader reads: porcupine says %s, %d errors; a replica's cut must not touch them", l.Linearizable, l.Run.Errors)
 	}
+	// Through the cut the replica's weak reads grow seconds stale: the
+	// bound each answer reported must have grown with them.
+	checkReportedBounds(t, rep)
 	checkWatches(t, rep)
 }
