@@ -4,6 +4,8 @@
 //
 //	go run ./test/bench            # full run, under 20 minutes on 2 cores
 //	go run ./test/bench --quick    # about two minutes, while developing
+//	go run ./test/bench --only mirror-source --merge
+//	                               # one scenario again, the others' rows kept
 //
 // It builds what it needs (etcd, primary, replica), starts every topology
 // itself on 127.0.0.1 ports picked at run time, and stops everything.
@@ -18,83 +20,146 @@ import (
 	"time"
 )
 
+// scenarioSpec is one scenario of a run: its name (--only), the Row.Scenario
+// ids of the rows it writes (what --merge replaces), and how it runs.
+type scenarioSpec struct {
+	name string
+	rows []string
+	run  func(params) ([]Row, error)
+}
+
+func scenarios(quick bool, consistency string) []scenarioSpec {
+	return []scenarioSpec{
+		{"generator", []string{"generator"}, generatorScenario},
+		{"reads", []string{"reads"}, readScenario},
+		{"headers", []string{"headers"}, headersScenario},
+		{"writes", []string{"writes"}, writeScenario},
+		{"watch", []string{"watch"}, watchScenario},
+		{"catchup", []string{"catch-up"}, catchupScenario},
+		{"mirror", []string{"mirror"}, mirrorScenario},
+		{"mirror-source", []string{"mirror-source"}, mirrorSourceScenario},
+		{"idle", []string{"idle"}, idleScenario},
+		{"compare", []string{"compare"}, func(params) ([]Row, error) { return compareScenario(quick, consistency) }},
+	}
+}
+
+func scenarioNames() string {
+	var names []string
+	for _, s := range scenarios(false, "") {
+		names = append(names, s.name)
+	}
+	return strings.Join(names, ", ")
+}
+
 func main() {
 	quick := flag.Bool("quick", false, "short runs with fewer watchers and less data (about two minutes)")
 	out := flag.String("out", "BENCHMARKS.md", "report to write")
 	raw := flag.String("json", "BENCHMARKS.json", "raw figures to write")
-	only := flag.String("only", "", "run only this scenario: generator, reads, writes, watch, catchup, mirror, idle or compare")
+	only := flag.String("only", "", "run only this scenario: "+scenarioNames())
+	merge := flag.Bool("merge", false, "keep the rows of the scenarios not run: read the raw figures (--json) of an earlier run, replace the rows of the scenarios this run ran, and write both files again (the report says which scenarios were re-run when)")
 	consistency := flag.String("consistency", "CONSISTENCY.md", "where the compare scenario writes its tables (its plots go in docs/consistency/ beside it)")
 	replicaArgs := flag.String("replica-args", "", "extra flags for every replica, space-separated (for tuning experiments; recorded in the report)")
 	render := flag.Bool("render", false, "run nothing: write the report again from the raw figures (--json) of an earlier run, after a change to how it is written")
 	flag.Parse()
 
-	if *render {
-		if err := rerender(*raw, *out); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	p, mode := fullParams(), "full"
-	if *quick {
-		p, mode = quickParams(), "quick"
-	}
-	p.replicaArgs = strings.Fields(*replicaArgs)
-	start := time.Now()
-	rep := report{Mode: mode, Params: p.describe(), Started: start.UTC().Format(time.RFC3339), Machine: machine()}
-	for _, s := range []struct {
-		name string
-		run  func(params) ([]Row, error)
-	}{
-		{"generator", generatorScenario},
-		{"reads", readScenario},
-		{"writes", writeScenario},
-		{"watch", watchScenario},
-		{"catchup", catchupScenario},
-		{"mirror", mirrorScenario},
-		{"idle", idleScenario},
-		{"compare", func(params) ([]Row, error) { return compareScenario(*quick, *consistency) }},
-	} {
-		if *only != "" && *only != s.name {
-			continue
-		}
-		fmt.Fprintf(os.Stderr, "== %s\n", s.name)
-		rows, err := s.run(p)
-		rep.Rows = append(rep.Rows, rows...)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "scenario %s failed: %v\n", s.name, err)
-			rep.Failures = append(rep.Failures, err.Error())
-		}
-	}
-	rep.Seconds = time.Since(start).Seconds()
-
-	if err := os.WriteFile(*out, []byte(rep.markdown()), 0o644); err != nil {
+	if err := run(*quick, *out, *raw, *only, *merge, *consistency, *replicaArgs, *render); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
-	b, _ := json.MarshalIndent(rep, "", "  ")
-	if err := os.WriteFile(*raw, append(b, '\n'), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
-	fmt.Fprintf(os.Stderr, "wrote %s and %s in %v\n", *out, *raw, time.Since(start).Round(time.Second))
-	if len(rep.Failures) > 0 {
 		os.Exit(1)
 	}
 }
 
-// rerender writes the report at out from the raw figures at raw.
-func rerender(raw, out string) error {
+func run(quick bool, out, raw, only string, merge bool, consistency, replicaArgs string, render bool) error {
+	if render {
+		if merge {
+			return fmt.Errorf("--render and --merge: --render runs nothing, so there is nothing to merge; give one of them")
+		}
+		return rerender(raw, out)
+	}
+	all := scenarios(quick, consistency)
+	var todo []scenarioSpec
+	for _, s := range all {
+		if only == "" || only == s.name {
+			todo = append(todo, s)
+		}
+	}
+	if len(todo) == 0 {
+		return fmt.Errorf("--only %q: no such scenario; valid: %s", only, scenarioNames())
+	}
+	var earlier *report
+	if merge {
+		// Read before running: a missing file is found in a second, not
+		// after the scenarios' minutes.
+		old, err := readReport(raw, "--merge")
+		if err != nil {
+			return err
+		}
+		earlier = &old
+	}
+	p, mode := fullParams(), "full"
+	if quick {
+		p, mode = quickParams(), "quick"
+	}
+	p.replicaArgs = strings.Fields(replicaArgs)
+	start := time.Now()
+	rep := report{Mode: mode, Params: p.describe(), Started: start.UTC().Format(time.RFC3339), Machine: machine()}
+	var ran []string
+	for _, s := range todo {
+		fmt.Fprintf(os.Stderr, "== %s\n", s.name)
+		rows, err := s.run(p)
+		rep.Rows = append(rep.Rows, rows...)
+		ran = append(ran, s.name)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scenario %s failed: %v\n", s.name, err)
+			rep.Failures = append(rep.Failures, failure(s.name, err))
+		}
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	if earlier != nil {
+		rep = mergeReports(*earlier, rep, todo)
+	}
+
+	if err := os.WriteFile(out, []byte(rep.markdown()), 0o644); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	if err := os.WriteFile(raw, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "wrote %s and %s in %v\n", out, raw, time.Since(start).Round(time.Second))
+	if len(rep.Failures) > 0 {
+		return fmt.Errorf("%d scenario(s) failed: %s", len(rep.Failures), strings.Join(rep.Failures, "; "))
+	}
+	return nil
+}
+
+// failure is how a failed scenario is recorded: prefixed with its name, so
+// that --merge drops it when the scenario is run again.
+func failure(name string, err error) string { return failurePrefix(name) + err.Error() }
+
+func failurePrefix(name string) string { return "scenario " + name + ": " }
+
+// readReport reads the raw figures of an earlier run at raw; flag names
+// the flag that asked for them, for the error.
+func readReport(raw, flag string) (report, error) {
+	var rep report
 	b, err := os.ReadFile(raw)
 	if err != nil {
-		return fmt.Errorf("--render: %w", err)
+		return rep, fmt.Errorf("%s needs the raw figures of an earlier run (--json): %w", flag, err)
 	}
-	var rep report
 	if err := json.Unmarshal(b, &rep); err != nil {
-		return fmt.Errorf("--render: %s is not a report's raw figures: %w", raw, err)
+		return rep, fmt.Errorf("%s: %s is not a report's raw figures (--json): %w", flag, raw, err)
 	}
 	if len(rep.Rows) == 0 {
-		return fmt.Errorf("--render: %s has no rows", raw)
+		return rep, fmt.Errorf("%s: %s has no rows (--json)", flag, raw)
+	}
+	return rep, nil
+}
+
+// rerender writes the report at out from the raw figures at raw.
+func rerender(raw, out string) error {
+	rep, err := readReport(raw, "--render")
+	if err != nil {
+		return err
 	}
 	return os.WriteFile(out, []byte(rep.markdown()), 0o644)
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -27,6 +28,16 @@ var mirrorTools = []mirrorTool{
 	{"etcdctl make-mirror", func(b *harness.Bins, src, dst string) (string, []string) {
 		return b.Etcdctl, []string{"--endpoints", src, "make-mirror", "--prefix", "mirror/", dst}
 	}},
+}
+
+// understudyMirror is mirrorTools' understudy mirror.
+func understudyMirror() mirrorTool {
+	for _, t := range mirrorTools {
+		if t.name == "understudy mirror" {
+			return t
+		}
+	}
+	panic("bench: no understudy mirror in mirrorTools")
 }
 
 // mirrorScenario copies the same data with understudy's mirror and with
@@ -54,18 +65,11 @@ func mirrorScenario(p params) ([]Row, error) {
 			r.Logf("%-24s synced %d keys in %v", tool.name, p.mirrorKeys, took.Round(time.Millisecond))
 			// Every key has landed, but a tool may still be finishing its
 			// sync: lag is measured once a change made now comes through.
-			probe := strconv.FormatInt(time.Now().UnixNano(), 10)
-			if _, err := sc.Put(context.Background(), "mirror/probe", probe); err != nil {
-				r.Fatalf("probe: %v", err)
-			}
-			harness.WaitFor(r, 5*time.Minute, tool.name+" streaming", func() (bool, error) {
-				resp, err := dc.Get(context.Background(), "mirror/probe")
-				return err == nil && len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) == probe, err
-			})
+			waitStreaming(r, sc, dc, tool.name)
 			r.Logf("%-24s streaming %v after the start", tool.name, time.Since(start).Round(time.Millisecond))
 
 			for _, rate := range []int{p.mirrorRate, 2 * p.mirrorRate} {
-				lag, own := mirrorLag(r, sc, dc, p, rate)
+				lag, own := mirrorLag(sc, dc, p, rate)
 				rows = append(rows, Row{Scenario: "mirror", Name: fmt.Sprintf("%s: lag at %d puts/s", tool.name, rate), Result: lag},
 					Row{Scenario: "mirror", Name: fmt.Sprintf("%s: lag at %d puts/s, from the source's watch event", tool.name, rate), Result: own})
 				r.Logf("%-24s lag at %d puts/s: p50 %v p99 %v (%d of %d events); from the source's watch event: p50 %v p99 %v",
@@ -77,11 +81,53 @@ func mirrorScenario(p params) ([]Row, error) {
 	return rows, err
 }
 
+// waitStreaming puts a probe into the source prefix now and waits until
+// the mirror named what has copied it to the destination.
+func waitStreaming(r *runner, src, dst *clientv3.Client, what string) {
+	probe := strconv.FormatInt(time.Now().UnixNano(), 10)
+	if _, err := src.Put(context.Background(), "mirror/probe", probe); err != nil {
+		r.Fatalf("probe: %v", err)
+	}
+	harness.WaitFor(r, 5*time.Minute, what+" streaming", func() (bool, error) {
+		resp, err := dst.Get(context.Background(), "mirror/probe")
+		return err == nil && len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) == probe, err
+	})
+}
+
 // mirrorLag writes timestamps to the source at rate puts/s for p.dur and
 // measures, for each, when the destination's watch delivers it: from the
 // put (what a user sees: the source's commit included) and from when the
 // source's own watch delivered it (the mirror's share).
-func mirrorLag(r *runner, src, dst *clientv3.Client, p params, rate int) (Result, Result) {
+func mirrorLag(src, dst *clientv3.Client, p params, rate int) (Result, Result) {
+	m := lagRun{put: src, srcWatch: src, dst: dst, rate: rate, dur: p.dur}.measure()
+	return m.lag, m.own
+}
+
+// lagRun is one window of timestamped puts into the source prefix
+// "mirror/lag/", with the mirror's lag measured at the destination.
+type lagRun struct {
+	// put writes the timestamps; srcWatch watches them at the source
+	// (for the lag from the source's own watch event); dst, at the
+	// destination. With dst nil nothing is timed (a window with no
+	// mirror): the puts are made and the CPU measured alone.
+	put, srcWatch, dst *clientv3.Client
+	rate               int
+	dur                time.Duration
+	// cpu are the processes whose CPU is measured over the puts' window
+	// (not the wait for the last events after it).
+	cpu map[string]int
+}
+
+// lagMeasure is what a lagRun measured.
+type lagMeasure struct {
+	lag, own Result
+	puts     int
+	cpu      map[string]float64
+	// window is how long the puts went on.
+	window time.Duration
+}
+
+func (lr lagRun) measure() lagMeasure {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
@@ -111,61 +157,44 @@ func mirrorLag(r *runner, src, dst *clientv3.Client, p params, rate int) (Result
 			}
 		}()
 	}
-	watch(dst, func(now time.Time, ev *clientv3.Event) {
-		if ns, err := strconv.ParseInt(string(ev.Kv.Value), 10, 64); err == nil {
-			lats = append(lats, now.Sub(time.Unix(0, ns)))
-			atDest[string(ev.Kv.Value)] = now
-		}
-	})
-	watch(src, func(now time.Time, ev *clientv3.Event) { atSrc[string(ev.Kv.Value)] = now })
+	if lr.dst != nil {
+		watch(lr.dst, func(now time.Time, ev *clientv3.Event) {
+			if ns, err := strconv.ParseInt(string(ev.Kv.Value), 10, 64); err == nil {
+				lats = append(lats, now.Sub(time.Unix(0, ns)))
+				atDest[string(ev.Kv.Value)] = now
+			}
+		})
+		watch(lr.srcWatch, func(now time.Time, ev *clientv3.Event) { atSrc[string(ev.Kv.Value)] = now })
+	}
 	started.Wait()
-	// Puts go out in bursts every 10ms, from goroutines, so that the rate
-	// holds whatever one put's latency.
-	perTick := max(rate/100, 1)
-	tick := time.NewTicker(10 * time.Millisecond)
-	var wg sync.WaitGroup
-	var putsMu sync.Mutex
-	puts := 0
+	cpu := startCPU(lr.cpu)
 	start := time.Now()
-	for i := 0; time.Since(start) < p.dur; i++ {
-		<-tick.C
-		for j := range perTick {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				key := "mirror/lag/" + strconv.Itoa((i*perTick+j)%1000)
-				if _, err := src.Put(ctx, key, strconv.FormatInt(time.Now().UnixNano(), 10)); err == nil {
-					putsMu.Lock()
-					puts++
-					putsMu.Unlock()
-				}
-			}()
+	puts := putAt(ctx, lr.put, lr.rate, lr.dur)
+	m := lagMeasure{puts: puts, cpu: cpu.stop(), window: time.Since(start)}
+	if lr.dst != nil {
+		// Let the last events arrive: until all have, or for 30 seconds;
+		// what is missing then is reported as errors.
+		deadline := time.Now().Add(30 * time.Second)
+		poll := time.NewTicker(10 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			mu.Lock()
+			got := len(lats)
+			mu.Unlock()
+			if got >= puts {
+				break
+			}
+			<-poll.C
 		}
+		poll.Stop()
 	}
-	tick.Stop()
-	wg.Wait()
-	// Let the last events arrive: until all have, or for 30 seconds;
-	// what is missing then is reported as errors.
-	deadline := time.Now().Add(30 * time.Second)
-	poll := time.NewTicker(10 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		mu.Lock()
-		got := len(lats)
-		mu.Unlock()
-		if got >= puts {
-			break
-		}
-		<-poll.C
-	}
-	poll.Stop()
 	cancel()
 	wdone.Wait()
 	mu.Lock()
 	defer mu.Unlock()
 	slices.Sort(lats)
-	res := Result{Ops: len(lats), Errors: max(puts-len(lats), 0), Seconds: time.Since(start).Seconds()}
-	res.Throughput = float64(len(lats)) / p.dur.Seconds()
-	res.P50, res.P99 = percentile(lats, 0.5), percentile(lats, 0.99)
+	m.lag = Result{Ops: len(lats), Errors: max(puts-len(lats), 0), Seconds: time.Since(start).Seconds()}
+	m.lag.Throughput = float64(len(lats)) / lr.dur.Seconds()
+	m.lag.P50, m.lag.P99 = percentile(lats, 0.5), percentile(lats, 0.99)
 	var own []time.Duration
 	for v, d := range atDest {
 		if s, ok := atSrc[v]; ok {
@@ -173,7 +202,35 @@ func mirrorLag(r *runner, src, dst *clientv3.Client, p params, rate int) (Result
 		}
 	}
 	slices.Sort(own)
-	ownRes := Result{Ops: len(own), Errors: max(puts-len(own), 0), Seconds: res.Seconds, Throughput: float64(len(own)) / p.dur.Seconds()}
-	ownRes.P50, ownRes.P99 = percentile(own, 0.5), percentile(own, 0.99)
-	return res, ownRes
+	m.own = Result{Ops: len(own), Errors: max(puts-len(own), 0), Seconds: m.lag.Seconds, Throughput: float64(len(own)) / lr.dur.Seconds()}
+	m.own.P50, m.own.P99 = percentile(own, 0.5), percentile(own, 0.99)
+	return m
+}
+
+// putAt puts timestamps under "mirror/lag/" (1,000 keys in turn) at rate
+// puts/s for d and returns how many succeeded. Puts go out in bursts
+// every 10ms, from goroutines, so that the rate holds whatever one put's
+// latency.
+func putAt(ctx context.Context, cli *clientv3.Client, rate int, d time.Duration) int {
+	perTick := max(rate/100, 1)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var wg sync.WaitGroup
+	var puts atomic.Int64
+	start := time.Now()
+	for i := 0; time.Since(start) < d; i++ {
+		<-tick.C
+		for j := range perTick {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				key := "mirror/lag/" + strconv.Itoa((i*perTick+j)%1000)
+				if _, err := cli.Put(ctx, key, strconv.FormatInt(time.Now().UnixNano(), 10)); err == nil {
+					puts.Add(1)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return int(puts.Load())
 }

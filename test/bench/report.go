@@ -19,6 +19,8 @@ type report struct {
 	Machine  map[string]string `json:"machine"`
 	Rows     []Row             `json:"rows"`
 	Failures []string          `json:"failures,omitempty"`
+	// Reruns are the --merge runs whose rows replaced this run's.
+	Reruns []rerun `json:"reruns,omitempty"`
 }
 
 func (p params) describe() string {
@@ -58,24 +60,31 @@ func machine() map[string]string {
 // comparison is a ratio between two rows, named by what it shows.
 type comparison struct {
 	what, row, partner string
-	metric             string // "throughput", "leader CPU/10k", "p99"
+	metric             string // "throughput", "leader CPU/10k", "leader CPU", "replica CPU/10k", "p99"
 	goal               string
+	// base, if set, is subtracted from both sides: the ratio is of what
+	// row and partner add to it.
+	base string
 }
 
 func comparisons(rows []Row) []comparison {
 	cs := []comparison{
-		{"the project's load generator vs etcd's benchmark tool, serializable reads at a stock etcd leader", "generator: serializable range @ etcd leader", "etcd benchmark " + benchToolVersion + ": serializable range @ etcd leader", "throughput", "± 10 %"},
-		{"the project's load generator vs etcd's benchmark tool, linearizable reads at a stock etcd leader", "generator: linearizable range @ etcd leader", "etcd benchmark " + benchToolVersion + ": linearizable range @ etcd leader", "throughput", "± 10 %"},
-		{"weak reads through a replica vs serializable reads at a stock etcd learner", "replica weak", "etcd serializable @ stock learner", "throughput", "≥ 0.95"},
-		{"weak reads through a replica vs serializable reads at a stock etcd follower", "replica weak", "etcd serializable @ follower", "throughput", "≥ 0.95"},
-		{"leader cost of strong reads through a replica vs linearizable reads at the leader", "replica strong", "primary linearizable @ leader", "leader CPU/10k", "≤ 0.10"},
-		{"leader cost of strong reads through a replica vs linearizable reads at a stock etcd leader", "replica strong", "etcd linearizable @ leader", "leader CPU/10k", "≤ 0.10"},
-		{"strong reads through a replica vs linearizable reads at the leader", "replica strong", "primary linearizable @ leader", "throughput", ""},
-		{"leader cost of bounded (100 ms) reads through a replica vs linearizable reads at the leader", "replica bounded 100ms", "primary linearizable @ leader", "leader CPU/10k", ""},
-		{"bounded (100 ms) vs weak reads through a replica", "replica bounded 100ms", "replica weak", "throughput", ""},
-		{"writes through a replica (forwarded) vs writes at the leader", "put via replica (forwarded)", "put @ leader", "throughput", ""},
-		{"write latency through a replica vs at the leader", "put via replica (forwarded)", "put @ leader", "p99", ""},
-		{"leader write throughput while a replica catches up vs with none joining", "leader puts while a replica catches up", "leader puts, no learner joining", "throughput", ""},
+		{"the project's load generator vs etcd's benchmark tool, serializable reads at a stock etcd leader", "generator: serializable range @ etcd leader", "etcd benchmark " + benchToolVersion + ": serializable range @ etcd leader", "throughput", "± 10 %", ""},
+		{"the project's load generator vs etcd's benchmark tool, linearizable reads at a stock etcd leader", "generator: linearizable range @ etcd leader", "etcd benchmark " + benchToolVersion + ": linearizable range @ etcd leader", "throughput", "± 10 %", ""},
+		{"weak reads through a replica vs serializable reads at a stock etcd learner", "replica weak", "etcd serializable @ stock learner", "throughput", "≥ 0.95", ""},
+		{"weak reads through a replica vs serializable reads at a stock etcd follower", "replica weak", "etcd serializable @ follower", "throughput", "≥ 0.95", ""},
+		{"leader cost of strong reads through a replica vs linearizable reads at the leader", "replica strong", "primary linearizable @ leader", "leader CPU/10k", "≤ 0.10", ""},
+		{"leader cost of strong reads through a replica vs linearizable reads at a stock etcd leader", "replica strong", "etcd linearizable @ leader", "leader CPU/10k", "≤ 0.10", ""},
+		{"strong reads through a replica vs linearizable reads at the leader", "replica strong", "primary linearizable @ leader", "throughput", "", ""},
+		{"leader cost of bounded (100 ms) reads through a replica vs linearizable reads at the leader", "replica bounded 100ms", "primary linearizable @ leader", "leader CPU/10k", "", ""},
+		{"bounded (100 ms) vs weak reads through a replica", "replica bounded 100ms", "replica weak", "throughput", "", ""},
+		{"writes through a replica (forwarded) vs writes at the leader", "put via replica (forwarded)", "put @ leader", "throughput", "", ""},
+		{"write latency through a replica vs at the leader", "put via replica (forwarded)", "put @ leader", "p99", "", ""},
+		{"leader write throughput while a replica catches up vs with none joining", "leader puts while a replica catches up", "leader puts, no learner joining", "throughput", "", ""},
+		{"weak reads through a replica with its answer headers vs without (--freshness-headers=false)", headersOn, headersOff, "throughput", "≥ 0.98", ""},
+		{"the replica's CPU per weak read with its answer headers vs without (--freshness-headers=false)", headersOn, headersOff, "replica CPU/10k", "", ""},
+		{"source leader CPU per put added by a mirror watching a replica vs by the same mirror watching the leader (each less the leader's with no mirror)", mirrorSrcReplica, mirrorSrcLeader, "leader CPU/10k", "≤ 0.2", mirrorSrcNone},
+		{"mirror lag p99, watching a replica vs watching the leader", mirrorSrcReplica, mirrorSrcLeader, "p99", "", ""},
 	}
 	for _, r := range rows {
 		if rest, ok := strings.CutPrefix(r.Name, "understudy mirror: "); ok {
@@ -84,31 +93,31 @@ func comparisons(rows []Row) []comparison {
 			if strings.HasPrefix(rest, "initial sync") {
 				goal, metric = "≥ 2", "throughput"
 			}
-			cs = append(cs, comparison{"mirror " + rest + ", understudy vs etcdctl make-mirror", r.Name, "etcdctl make-mirror: " + rest, metric, goal})
+			cs = append(cs, comparison{"mirror " + rest + ", understudy vs etcdctl make-mirror", r.Name, "etcdctl make-mirror: " + rest, metric, goal, ""})
 		}
 		if rest, ok := strings.CutPrefix(r.Name, "replica strong, "); ok && strings.HasSuffix(rest, " workers") {
-			cs = append(cs, comparison{"leader cost of strong reads through a replica vs linearizable reads at the leader, " + rest, r.Name, "primary linearizable @ leader, " + rest, "leader CPU/10k", "≤ 0.10"})
+			cs = append(cs, comparison{"leader cost of strong reads through a replica vs linearizable reads at the leader, " + rest, r.Name, "primary linearizable @ leader, " + rest, "leader CPU/10k", "≤ 0.10", ""})
 		}
 		if r.Name == "replica strong" || strings.HasPrefix(r.Name, "replica strong, ") && strings.HasSuffix(r.Name, " workers") {
 			rest := strings.TrimPrefix(r.Name, "replica strong")
 			cs = append(cs,
-				comparison{"leader cost of strong reads through a replica vs linearizable reads at a stock etcd follower" + rest, r.Name, "etcd linearizable @ follower" + rest, "leader CPU/10k", "≤ 0.5"},
-				comparison{"strong-read p99 through a replica vs linearizable reads at the leader" + rest, r.Name, "primary linearizable @ leader" + rest, "p99", "≤ 1.2"},
+				comparison{"leader cost of strong reads through a replica vs linearizable reads at a stock etcd follower" + rest, r.Name, "etcd linearizable @ follower" + rest, "leader CPU/10k", "≤ 0.5", ""},
+				comparison{"strong-read p99 through a replica vs linearizable reads at the leader" + rest, r.Name, "primary linearizable @ leader" + rest, "p99", "≤ 1.2", ""},
 			)
 		}
 		for _, n := range []int{2, 4} {
 			if r.Name == sharedName(n, false) {
-				cs = append(cs, comparison{"leader cost of the same strong reads (a fixed rate) spread over several replicas, each with its own rounds, vs through one (4 replicas joined)", r.Name, sharedName(1, false), "leader CPU/10k", ""})
+				cs = append(cs, comparison{"leader cost of the same strong reads (a fixed rate) spread over several replicas, each with its own rounds, vs through one (4 replicas joined)", r.Name, sharedName(1, false), "leader CPU/10k", "", ""})
 			}
 			if r.Name == sharedName(n, true) {
-				cs = append(cs, comparison{"leader cost of the same strong reads (a fixed rate) spread over several replicas sharing one's rounds vs through one (4 replicas joined)", r.Name, sharedName(1, false), "leader CPU/10k", "≤ 1.1"})
+				cs = append(cs, comparison{"leader cost of the same strong reads (a fixed rate) spread over several replicas sharing one's rounds vs through one (4 replicas joined)", r.Name, sharedName(1, false), "leader CPU/10k", "≤ 1.1", ""})
 			}
 		}
 		if r.Scenario == "watch" && strings.HasSuffix(r.Name, "@ replica") {
 			onLeader := strings.TrimSuffix(r.Name, "replica") + "leader"
 			cs = append(cs,
-				comparison{"leader CPU with " + strings.TrimSuffix(r.Name, " @ replica") + " on a replica vs on the leader", r.Name, onLeader, "leader CPU", ""},
-				comparison{"event delivery p99 with " + strings.TrimSuffix(r.Name, " @ replica") + " on a replica vs on the leader", r.Name, onLeader, "p99", ""},
+				comparison{"leader CPU with " + strings.TrimSuffix(r.Name, " @ replica") + " on a replica vs on the leader", r.Name, onLeader, "leader CPU", "", ""},
+				comparison{"event delivery p99 with " + strings.TrimSuffix(r.Name, " @ replica") + " on a replica vs on the leader", r.Name, onLeader, "p99", "", ""},
 			)
 		}
 	}
@@ -123,6 +132,8 @@ func value(r Row, metric string) float64 {
 		return r.CPUPer10k("leader")
 	case "leader CPU":
 		return r.CPU["leader"]
+	case "replica CPU/10k":
+		return r.CPUPer10k("extra")
 	case "p99":
 		return r.P99.Seconds()
 	}
@@ -138,6 +149,7 @@ func (rep report) markdown() string {
 		w(" --quick")
 	}
 	w("` on %s in %s; nothing here is edited by hand.\n\n", rep.Started, (time.Duration(rep.Seconds) * time.Second).String())
+	writeReruns(w, rep)
 	w("Machine: %s, %s CPUs, %s memory, %s. etcd %s (stock etcd and primary built from this module), %s.\n\n",
 		rep.Machine["cpu"], rep.Machine["cpus"], rep.Machine["memory"], rep.Machine["os/arch"], rep.Machine["etcd"], rep.Machine["go"])
 	w("Every row ran on this machine in this run, with the same load generator (`test/bench/load.go`): %s. ", rep.Params)
@@ -156,12 +168,10 @@ func (rep report) markdown() string {
 	}
 	w("## Ratios\n\n| comparison | row | partner | metric | ratio | goal |\n|---|---|---|---|---|---|\n")
 	for _, c := range comparisons(rep.Rows) {
-		a, okA := byName[c.row]
-		p, okP := byName[c.partner]
-		if !okA || !okP || value(p, c.metric) == 0 {
+		ratio, ok := c.ratio(byName)
+		if !ok {
 			continue
 		}
-		ratio := value(a, c.metric) / value(p, c.metric)
 		goal := c.goal
 		if goal == "" {
 			goal = "—"
@@ -170,7 +180,11 @@ func (rep report) markdown() string {
 		} else {
 			goal += " ✗"
 		}
-		w("| %s | %s | %s | %s | **%s×** | %s |\n", c.what, c.row, c.partner, c.metric, ratioText(ratio), goal)
+		row, partner := c.row, c.partner
+		if c.base != "" {
+			row, partner = row+" − "+c.base, partner+" − "+c.base
+		}
+		w("| %s | %s | %s | %s | **%s×** | %s |\n", c.what, row, partner, c.metric, ratioText(ratio), goal)
 	}
 
 	if _, ok := byName[idleBase]; ok {
@@ -198,7 +212,8 @@ func (rep report) markdown() string {
 	}
 
 	for _, sc := range []struct{ id, title string }{
-		{"generator", "Load generator check (the same reads by the project's generator and by etcd's benchmark tool, run generator, tool, tool, generator; each row is its two runs together)"}, {"reads", "Reads"}, {"writes", "Writes"}, {"watch", "Watch fan-out (events delivered under a steady write load)"}, {"catch-up", "Learner catch-up"}, {"mirror", "Mirror (initial sync: ops = keys, ops/s = keys per second; lag: ops = events timed)"}, {"idle", "Idle replicas (leader CPU-s over a quiet window; nothing is served)"},
+		{"generator", "Load generator check (the same reads by the project's generator and by etcd's benchmark tool, run generator, tool, tool, generator; each row is its two runs together)"}, {"reads", "Reads"}, {"headers", "Answer headers (weak reads through one replica with its four answer headers and with --freshness-headers=false)"}, {"writes", "Writes"}, {"watch", "Watch fan-out (events delivered under a steady write load)"}, {"catch-up", "Learner catch-up"}, {"mirror", "Mirror (initial sync: ops = keys, ops/s = keys per second; lag: ops = events timed)"},
+		{"mirror-source", "Mirror source cost (the source leader's CPU under the same fixed put rate with no mirror, a mirror watching the leader, a mirror watching a replica; ops = puts, errors = puts whose event the destination's watch did not deliver, p50 and p99 = mirror lag from the put to the destination's watch event)"}, {"idle", "Idle replicas (leader CPU-s over a quiet window; nothing is served)"},
 		{"compare", "Consistency per read path (`replica compare`: ops = successful reads, errors = failed reads, p50 and p99 = staleness at read time, not latency; details in CONSISTENCY.md)"},
 	} {
 		var rows []Row
@@ -224,8 +239,31 @@ func (rep report) markdown() string {
 				r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.CPU["leader"], r.CPUPer10k("leader"), r.CPU["extra"])
 		}
 		writeRounds(w, rows)
+		writeNotes(w, rows)
 	}
 	return b.String()
+}
+
+// ratio is c's ratio among rows, and whether every row it needs is there
+// with a partner (less the base) that is not 0.
+func (c comparison) ratio(rows map[string]Row) (float64, bool) {
+	a, okA := rows[c.row]
+	p, okP := rows[c.partner]
+	if !okA || !okP {
+		return 0, false
+	}
+	va, vp := value(a, c.metric), value(p, c.metric)
+	if c.base != "" {
+		b, ok := rows[c.base]
+		if !ok {
+			return 0, false
+		}
+		va, vp = va-value(b, c.metric), vp-value(b, c.metric)
+	}
+	if vp == 0 {
+		return 0, false
+	}
+	return va / vp, true
 }
 
 func met(ratio float64, goal string) bool {
@@ -258,6 +296,21 @@ func writeRounds(w func(string, ...any), rows []Row) {
 			first = false
 		}
 		w("| %s | %.0f | %.0f | %.1f | %.3f |\n", r.Name, r.LeaderRounds, r.LeaderRounds/r.Seconds, float64(r.Ops)/r.LeaderRounds, 1000*r.CPU["leader"]/r.LeaderRounds)
+	}
+}
+
+// writeNotes writes the notes of rows that have one.
+func writeNotes(w func(string, ...any), rows []Row) {
+	first := true
+	for _, r := range rows {
+		if r.Note == "" {
+			continue
+		}
+		if first {
+			w("\n")
+			first = false
+		}
+		w("- %s: %s\n", r.Name, r.Note)
 	}
 }
 

@@ -1,6 +1,15 @@
 package main
 
-import "testing"
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
 
 func TestRatioTextKeepsSmallRatios(t *testing.T) {
 	for _, tc := range []struct {
@@ -10,5 +19,102 @@ func TestRatioTextKeepsSmallRatios(t *testing.T) {
 		if got := ratioText(tc.r); got != tc.want {
 			t.Errorf("ratioText(%v) = %q, want %q", tc.r, got, tc.want)
 		}
+	}
+}
+
+func TestMergeReplacesTheRowsOfTheScenariosRun(t *testing.T) {
+	old := report{Mode: "full", Params: "full params", Started: "2026-11-23T19:14:28Z", Seconds: 952,
+		Rows: []Row{
+			{Scenario: "reads", Name: "replica weak", Result: Result{Ops: 100}},
+			{Scenario: "catch-up", Name: "leader puts, no learner joining", Result: Result{Ops: 1}},
+			{Scenario: "catch-up", Name: "leader puts while a replica catches up", Result: Result{Ops: 2}},
+			{Scenario: "idle", Name: idleBase, Result: Result{Seconds: 40}},
+		},
+		Failures: []string{failure("catchup", errors.New("catch-up: timeout")), failure("idle", errors.New("idle: boom"))},
+		Reruns:   []rerun{{Scenarios: []string{"catchup", "idle"}, Mode: "full", Params: "full params", Started: "2026-11-24T10:00:00Z"}},
+	}
+	cur := report{Mode: "full", Params: "full params", Started: "2026-11-25T04:00:00Z", Seconds: 60,
+		Rows: []Row{{Scenario: "catch-up", Name: "leader puts, no learner joining", Result: Result{Ops: 3}}}}
+	var ran []scenarioSpec
+	for _, s := range scenarios(false, "") {
+		if s.name == "catchup" {
+			ran = append(ran, s)
+		}
+	}
+	got := mergeReports(old, cur, ran)
+
+	var names []string
+	for _, r := range got.Rows {
+		names = append(names, fmt.Sprintf("%s/%s/%d", r.Scenario, r.Name, r.Ops))
+	}
+	want := []string{"reads/replica weak/100", "idle/" + idleBase + "/0", "catch-up/leader puts, no learner joining/3"}
+	if !slices.Equal(names, want) {
+		t.Errorf("rows after merge:\n%q\nwant\n%q", names, want)
+	}
+	if got.Started != old.Started || got.Mode != old.Mode || got.Seconds != old.Seconds {
+		t.Errorf("header of the merged report is %s %s %v, want the earlier run's %s %s %v", got.Mode, got.Started, got.Seconds, old.Mode, old.Started, old.Seconds)
+	}
+	if want := []string{failure("idle", errors.New("idle: boom"))}; !slices.Equal(got.Failures, want) {
+		t.Errorf("failures after merge: %q, want %q (the re-run scenario's old failure dropped)", got.Failures, want)
+	}
+	wantReruns := []rerun{
+		{Scenarios: []string{"idle"}, Mode: "full", Params: "full params", Started: "2026-11-24T10:00:00Z"},
+		{Scenarios: []string{"catchup"}, Mode: "full", Params: "full params", Started: "2026-11-25T04:00:00Z", Seconds: 60},
+	}
+	if fmt.Sprint(got.Reruns) != fmt.Sprint(wantReruns) {
+		t.Errorf("reruns after merge: %+v, want %+v", got.Reruns, wantReruns)
+	}
+	if len(old.Reruns[0].Scenarios) != 2 {
+		t.Errorf("merge changed the earlier report's reruns: %+v", old.Reruns)
+	}
+	md := got.markdown()
+	for _, s := range []string{"This report mixes runs", "- catchup: on 2026-11-25T04:00:00Z in 1m0s", "- idle: on 2026-11-24T10:00:00Z"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("report does not say %q:\n%s", s, md[:min(len(md), 1500)])
+		}
+	}
+}
+
+func TestMergeWithoutReadableRawFiguresFailsBeforeRunning(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.json")
+	if err := os.WriteFile(garbage, []byte("# Benchmarks\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.json")
+	if err := os.WriteFile(empty, []byte(`{"mode":"full","rows":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ raw, want string }{
+		{filepath.Join(dir, "missing.json"), "no such file"},
+		{garbage, "is not a report's raw figures"},
+		{empty, "has no rows"},
+	} {
+		out := filepath.Join(dir, "out.md")
+		// idle would run for minutes: the error must come first.
+		err := run(true, out, tc.raw, "idle", true, filepath.Join(dir, "c.md"), "", false)
+		if err == nil || !strings.Contains(err.Error(), "--merge") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--merge with %s: error %v, want one naming --merge and saying %q", filepath.Base(tc.raw), err, tc.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("--merge with %s wrote %s", filepath.Base(tc.raw), out)
+		}
+	}
+}
+
+func TestRatioLessABase(t *testing.T) {
+	rows := map[string]Row{
+		mirrorSrcNone:    {Name: mirrorSrcNone, Result: Result{Ops: 10000, CPU: map[string]float64{"leader": 4}}},
+		mirrorSrcLeader:  {Name: mirrorSrcLeader, Result: Result{Ops: 20000, CPU: map[string]float64{"leader": 10}}},
+		mirrorSrcReplica: {Name: mirrorSrcReplica, Result: Result{Ops: 10000, CPU: map[string]float64{"leader": 4.1}}},
+	}
+	c := comparison{"x", mirrorSrcReplica, mirrorSrcLeader, "leader CPU/10k", "≤ 0.2", mirrorSrcNone}
+	// (4.1 − 4) / (5 − 4) per 10,000 puts.
+	if got, ok := c.ratio(rows); !ok || math.Abs(got-0.1) > 1e-9 {
+		t.Errorf("ratio = %v, %v; want 0.1, true", got, ok)
+	}
+	delete(rows, mirrorSrcNone)
+	if got, ok := c.ratio(rows); ok {
+		t.Errorf("ratio without its base row = %v, want none", got)
 	}
 }

@@ -19,6 +19,9 @@ import (
 type Row struct {
 	Scenario string `json:"scenario"`
 	Name     string `json:"name"`
+	// Note says how the row was measured where its name does not (windows,
+	// endpoints); written under its section's table.
+	Note string `json:"note,omitempty"`
 	Result
 }
 
@@ -36,16 +39,24 @@ type params struct {
 	// sharedRate is the fixed rate of strong reads (reads/s) in the rows
 	// that spread them over 1, 2 and 4 replicas: the same total load in
 	// each, so that the leader's CPU per read compares rounds only.
-	sharedRate  int
-	replicaArgs []string
+	sharedRate int
+	// mirrorSourceRate is the puts/s into the source in the mirror-source
+	// scenario, over mirrorSourceWindows windows of dur per arm.
+	mirrorSourceRate, mirrorSourceWindows int
+	// headersWindows is the windows of dur per arm in the headers
+	// scenario.
+	headersWindows int
+	replicaArgs    []string
 }
 
 func quickParams() params {
-	return params{dur: 3 * time.Second, workers: 32, conns: 8, keys: 1000, watchers: []int{200}, watchRate: 10, catchupKeys: 2000, mirrorKeys: 5000, mirrorRate: 1000, sharedRate: 2000}
+	return params{dur: 3 * time.Second, workers: 32, conns: 8, keys: 1000, watchers: []int{200}, watchRate: 10, catchupKeys: 2000, mirrorKeys: 5000, mirrorRate: 1000, sharedRate: 2000,
+		mirrorSourceRate: 500, mirrorSourceWindows: 2, headersWindows: 2}
 }
 
 func fullParams() params {
-	return params{dur: 10 * time.Second, workers: 64, conns: 16, keys: 1000, watchers: []int{1000, 10000}, watchRate: 10, catchupKeys: 20000, mirrorKeys: 100000, mirrorRate: 1000, sharedRate: 8000}
+	return params{dur: 10 * time.Second, workers: 64, conns: 16, keys: 1000, watchers: []int{1000, 10000}, watchRate: 10, catchupKeys: 20000, mirrorKeys: 100000, mirrorRate: 1000, sharedRate: 8000,
+		mirrorSourceRate: 1000, mirrorSourceWindows: 4, headersWindows: 4}
 }
 
 var value256 = strings.Repeat("v", 256)
@@ -92,6 +103,11 @@ func readsAt(r *runner, tp *topology, p params, rate, workers int, name string, 
 	for _, ep := range endpoints {
 		cs = append(cs, clients(r, ep, max(1, p.conns/len(endpoints)))...)
 	}
+	return readsOn(r, tp, p, rate, workers, name, endpoints, cs, serializable, bound)
+}
+
+// readsOn is readsAt over clients cs of endpoints, opened by the caller.
+func readsOn(r *runner, tp *topology, p params, rate, workers int, name string, endpoints []string, cs []*clientv3.Client, serializable bool, bound string) Row {
 	var opts []clientv3.OpOption
 	if serializable {
 		opts = append(opts, clientv3.WithSerializable())

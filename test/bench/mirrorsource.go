@@ -1,0 +1,135 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/understudy-kv/understudy/test/harness"
+)
+
+// Rows of the mirror-source scenario, shared with the report.
+const (
+	mirrorSrcNone    = "source leader, no mirror"
+	mirrorSrcLeader  = "source leader, a mirror watching the leader"
+	mirrorSrcReplica = "source leader, a mirror watching a replica"
+)
+
+// mirrorSourceArm is one configuration of the mirror-source scenario and
+// what its windows measured: the mirror's --source-endpoints, or none for
+// no mirror.
+type mirrorSourceArm struct {
+	row, endpoint, how string
+	windows, puts      int
+	lag                []Result
+	cpu                map[string]float64
+	seconds            float64
+}
+
+// mirrorSourceScenario measures what a mirror costs its source's leader,
+// watching the leader or a replica (issue 25). A source of 3 voters and a
+// replica takes puts at a fixed rate through its leader, in windows of
+// p.dur with no mirror, with `replica mirror` given only the leader's client
+// URL (so that its watch is on the leader: given every voter's, the watch
+// lands on one of them), and with it given only the replica's. The arms
+// alternate, p.mirrorSourceWindows windows each, so that a drift in the
+// machine's load weighs on all alike; the mirror starts before each of its
+// windows and is measured once a probe has come through it. The report
+// compares the leader's CPU per put each mirror adds to no mirror's.
+func mirrorSourceScenario(p params) ([]Row, error) {
+	var rows []Row
+	err := scenario("mirror-source", func(r *runner) {
+		tp := understudyTopology(r, p.replicaArgs...)
+		dst := harness.StartCluster(r, harness.ClusterConfig{N: 1, Token: "bench-dest"})
+		dc := dst.Client(r)
+		// The puts go to the leader; the bench's own source watch (for the
+		// lag from the source's watch event) is on a follower, off the
+		// leader, in the mirror arms only.
+		put := clients(r, tp.leader.ClientURL, 1)[0]
+		srcWatch := clients(r, tp.follower.ClientURL, 1)[0]
+		arms := []*mirrorSourceArm{
+			{row: mirrorSrcNone},
+			{row: mirrorSrcLeader, endpoint: tp.leader.ClientURL, how: "--source-endpoints the leader's client URL only, so that its watch is on the leader"},
+			{row: mirrorSrcReplica, endpoint: tp.extraURL, how: "--source-endpoints the replica's client URL"},
+		}
+		// A window not counted first: the leader's first seconds after
+		// the cluster's start and the joins cost it more.
+		mirrorSourceWindow(r, tp, p, &mirrorSourceArm{row: "warm-up, no mirror"}, put, srcWatch, dc, dst.Endpoints()[0])
+		var order []string
+		for w := range p.mirrorSourceWindows {
+			for i := range arms {
+				// none, leader, replica; then replica, leader, none; …
+				a := arms[i]
+				if w%2 == 1 {
+					a = arms[len(arms)-1-i]
+				}
+				mirrorSourceWindow(r, tp, p, a, put, srcWatch, dc, dst.Endpoints()[0])
+				if w < 2 {
+					order = append(order, strings.TrimPrefix(a.row, "source leader, "))
+				}
+			}
+			if leader := tp.cluster.Leader(r); leader != tp.leader {
+				r.Fatalf("the source's leader moved from %s to %s: its CPU is no longer one process's", tp.leader.Name, leader.Name)
+			}
+		}
+		for _, a := range arms {
+			rows = append(rows, a.result(p, order))
+		}
+	})
+	return rows, err
+}
+
+// mirrorSourceWindow measures one window of arm a: the mirror started (if
+// the arm has one) and streaming, then the puts and the CPU.
+func mirrorSourceWindow(r *runner, tp *topology, p params, a *mirrorSourceArm, put, srcWatch, dc *clientv3.Client, dstEndpoint string) {
+	lr := lagRun{put: put, srcWatch: srcWatch, rate: p.mirrorSourceRate, dur: p.dur, cpu: tp.pids()}
+	if a.endpoint != "" {
+		bin, args := understudyMirror().cmd(tp.cluster.Bins, a.endpoint, dstEndpoint)
+		proc := harness.Start(r, harness.ProcConfig{Name: "mirror", Bin: bin, Args: args})
+		defer proc.Stop()
+		waitStreaming(r, put, dc, a.row)
+		lr.dst = dc
+		lr.cpu["mirror"] = proc.PID()
+	}
+	m := lr.measure()
+	a.windows++
+	a.puts += m.puts
+	a.seconds += m.window.Seconds()
+	if a.cpu == nil {
+		a.cpu = map[string]float64{}
+	}
+	for role, s := range m.cpu {
+		a.cpu[role] += s
+	}
+	if a.endpoint != "" {
+		a.lag = append(a.lag, m.lag)
+	}
+	r.Logf("%-46s %d puts in %v, leader %.3f CPU-s (%.1f %% of a core, %.3f CPU-s/10k puts); lag p50 %v p99 %v (%d of %d)", a.row, m.puts, m.window.Round(time.Millisecond),
+		m.cpu["leader"], 100*m.cpu["leader"]/m.window.Seconds(), m.cpu["leader"]*10000/float64(max(m.puts, 1)), m.lag.P50, m.lag.P99, m.lag.Ops, m.puts)
+}
+
+// result is the arm's row: its windows added up. Ops are the puts (the
+// leader's CPU/10k is per 10,000 puts, whatever rate the pacer held on a
+// busy machine); with a mirror, errors are puts whose event was not timed
+// at the destination, and p50 and p99 are the windows' lag percentiles
+// from the put, averaged.
+func (a *mirrorSourceArm) result(p params, order []string) Row {
+	res := Result{}
+	if len(a.lag) > 0 {
+		res = combineAll(a.lag)
+		res.Errors = max(a.puts-res.Ops, 0)
+	}
+	// The CPU was measured over the puts' windows, not the wait for the
+	// last events after them: so are the row's seconds.
+	res.Ops, res.Seconds, res.CPU = a.puts, a.seconds, a.cpu
+	if res.Seconds > 0 {
+		res.Throughput = float64(res.Ops) / res.Seconds
+	}
+	note := fmt.Sprintf("%d windows of %v at %d puts/s through the leader, the arms in the order %s, …", a.windows, p.dur, p.mirrorSourceRate, strings.Join(order, ", "))
+	if a.how != "" {
+		note += "; `replica mirror` with " + a.how + ", started before each window and measured once a probe came through"
+	}
+	return Row{Scenario: "mirror-source", Name: a.row, Note: note, Result: res}
+}
