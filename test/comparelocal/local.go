@@ -7,6 +7,7 @@ package comparelocal
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -125,6 +126,9 @@ func (f *localFault) Heal() error   { return f.do(f.heal) }
 // Run measures cfg on a local topology of its own, torn down afterwards:
 // what compare.Options.Local runs.
 func Run(ctx context.Context, cfg compare.Config, opts compare.Options) (*compare.Analysis, error) {
+	if err := chooseBinaries(); err != nil {
+		return nil, err
+	}
 	r := harness.NewRunner("compare", opts.HarnessLog)
 	defer r.Finish()
 	var l *Local
@@ -136,4 +140,22 @@ func Run(ctx context.Context, cfg compare.Config, opts compare.Options) (*compar
 		return nil, err
 	}
 	return compare.Measure(ctx, cfg, l.Clients(), inj, opts)
+}
+
+// chooseBinaries picks what the topology runs: the binaries installed
+// beside this one (this replica and a primary), so that --local works from
+// any directory; else, inside a checkout, the harness builds them from it.
+func chooseBinaries() error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("compare: --local: find this binary: %w", err)
+	}
+	if bins, ok := harness.Installed(self); ok {
+		return harness.UseBinaries(bins)
+	}
+	if harness.InModule() {
+		return nil
+	}
+	return fmt.Errorf("compare: --local needs a primary binary beside %s, or a source checkout as the working directory to build one from; "+
+		"install both with: go build -tags localcompare -o DIR ./cmd/replica && go build -o DIR ./cmd/primary", self)
 }

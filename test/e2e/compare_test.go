@@ -15,19 +15,16 @@ import (
 	"github.com/understudy-kv/understudy/test/harness"
 )
 
-// runCompare runs `replica compare --local` as a user would, from the
-// module root (the command builds its processes from there), and returns
-// its report, read from the files it wrote, and its output.
+// runCompare runs `replica compare --local` as a user would with the
+// binaries installed: from a directory outside any checkout, with primary
+// beside replica (the harness's binaries directory), and returns its
+// report, read from the files it wrote, and its output.
 func runCompare(t *testing.T, args ...string) (*compare.Report, string, string) {
 	t.Helper()
 	bins := harness.Binaries(t)
 	bins.RequireReplica(t)
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := t.TempDir()
-	p := harness.Start(t, harness.ProcConfig{Name: "compare", Bin: bins.Replica, Dir: root,
+	out, cwd := t.TempDir(), t.TempDir()
+	p := harness.Start(t, harness.ProcConfig{Name: "compare", Bin: bins.Replica, Dir: cwd,
 		Args: append([]string{"compare", "--local", "--duration", "20s", "--out", out}, args...)})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -106,9 +103,10 @@ func checkWatches(t *testing.T, rep *compare.Report) {
 	}
 }
 
-// One command on a fresh checkout: a table on the terminal, the plots, and
-// the verdicts — strong reads linearizable and never stale, weak and mirror
-// reads stale under load, watches complete and ordered.
+// One command, from any directory, with only the binaries: a table on the
+// terminal, the plots, and the verdicts — strong reads linearizable and
+// never stale, weak and mirror reads stale under load, watches complete and
+// ordered.
 func TestCompareLocal(t *testing.T) {
 	rep, output, out := runCompare(t)
 

@@ -271,3 +271,45 @@ func buildEtcd36(dir string) (string, error) {
 	}
 	return final, nil
 }
+
+// Installed returns the binaries that sit beside the running executable
+// self (an installed replica built with -tags localcompare): self as the
+// replica, and primary, etcd and etcdctl from the same directory when they
+// are there. ok is false when there is no primary beside it.
+func Installed(self string) (b Bins, ok bool) {
+	dir := filepath.Dir(self)
+	b = Bins{Replica: self, dir: dir}
+	for _, tg := range []struct {
+		dst  *string
+		name string
+	}{{&b.Primary, "primary"}, {&b.Etcd, "etcd"}, {&b.Etcdctl, "etcdctl"}} {
+		p := filepath.Join(dir, tg.name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			*tg.dst = p
+		}
+	}
+	return b, b.Primary != ""
+}
+
+// UseBinaries makes Binaries return b instead of building from the module
+// the working directory is in: for a program that runs the harness outside
+// a checkout. It must come before the first Binaries.
+func UseBinaries(b Bins) error {
+	used := false
+	built.once.Do(func() { built.bins, used = b, true })
+	if !used {
+		return errors.New("harness: UseBinaries after the binaries were built")
+	}
+	return nil
+}
+
+// InModule says whether the working directory is inside a module that has
+// the replica's command, so that Binaries can build from it.
+func InModule() bool {
+	root, err := moduleRoot()
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(root, "cmd", "replica"))
+	return err == nil
+}
