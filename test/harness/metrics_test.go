@@ -141,3 +141,19 @@ func TestScrapeOverHTTP(t *testing.T) {
 		t.Errorf("scrape of a 404 page: %v, want an error naming 404", err)
 	}
 }
+
+func TestScrapeOverTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, exposition) }))
+	defer srv.Close()
+	if _, err := Scrape(t.Context(), srv.URL+"/metrics", nil); err == nil {
+		t.Error("scrape of a server whose certificate the default transport does not trust: no error")
+	}
+	tlsCfg := srv.Client().Transport.(*http.Transport).TLSClientConfig
+	m, err := Scrape(t.Context(), srv.URL+"/metrics", tlsCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Sum("understudy_mirror_stalled"); got != 1 {
+		t.Errorf("scraped over TLS: %v, want 1", got)
+	}
+}
