@@ -95,6 +95,9 @@ func decideFailback(self link, failback bool, cp *Checkpoint, found []reverseMir
 	}
 	r := found[0]
 	switch {
+	case !failback && r.cut == nil && stored == "":
+		// Never drained: a mirror cycle, as the cycle check says.
+		return failbackPlan{}, nil
 	case !failback:
 		return failbackPlan{}, notFailbackError(self, r, stored)
 	case r.cut == nil:
