@@ -195,12 +195,30 @@ func New(cfg Config) (*Front, error) {
 	}
 	s := cfg.Server
 	f := &Front{lg: cfg.Logger, s: s, tls: cfg.TLS}
-	var m *Metrics
-	f.contact = NewLeaderContact(cfg.Clock, etcdContactSample(cfg.Gatherer, s.Lead))
 	election := time.Duration(s.Cfg.TickMs) * time.Duration(s.Cfg.ElectionTicks) * time.Millisecond
+	f.newFreshness(cfg, election)
+	lw := newLeaderWatch(f.contact, cfg.Clock, election)
+	f.newGRPC(cfg, lw)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	if err := f.newHTTP(ctx, cfg, election); err != nil {
+		cancel()
+		_ = f.v3c.Close()
+		return nil, err
+	}
+	f.start(ctx, lw, election)
+	return f, nil
+}
+
+// newFreshness builds the ReadIndex machinery: leader contact, the
+// freshness tracker with its rounds (through hubs with cfg.Via) and the
+// metrics that watch them.
+func (f *Front) newFreshness(cfg Config, election time.Duration) {
+	s := cfg.Server
+	f.contact = NewLeaderContact(cfg.Clock, etcdContactSample(cfg.Gatherer, s.Lead))
 	f.fresh = NewFreshness(cfg.Logger, cfg.Clock, cfg.FreshnessInterval, cfg.ReadBatchInterval, s.Cfg.ReqTimeout(), s.LinearizableReadNotify,
 		func(d time.Duration, own bool, err error) {
-			m.observeRound(d.Seconds(), err)
+			f.m.observeRound(d.Seconds(), err)
 			if own && err == nil { // the leader answered a round that started d ago
 				f.contact.Heard(cfg.Clock.Now().Add(-d))
 			}
@@ -211,10 +229,14 @@ func New(cfg Config) (*Front, error) {
 	}
 	f.fresh.idleInterval = cfg.FreshnessIdleInterval
 	f.fresh.batch.maxWait = cfg.ReadBatchMaxWait
-	m = NewMetrics(cfg.Registerer, func() float64 { return min(f.fresh.Age().Seconds(), math.MaxInt32) })
-	f.m = m
+	f.m = NewMetrics(cfg.Registerer, func() float64 { return min(f.fresh.Age().Seconds(), math.MaxInt32) })
+}
 
-	lw := newLeaderWatch(f.contact, cfg.Clock, election)
+// newGRPC builds the gRPC server: etcd's services, the read path's in
+// front of KV and Watch, and etcd's lock and election services over an
+// in-process client of the member, as embed serves them on a voter.
+func (f *Front) newGRPC(cfg Config, lw *leaderWatch) {
+	s, m := cfg.Server, f.m
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unaryInterceptor(lw, m, cfg.Zone, cfg.RoleState, func() time.Duration { return f.fresh.Age() })),
 		grpc.ChainStreamInterceptor(streamInterceptor(lw, m)),
@@ -239,19 +261,18 @@ func New(cfg Config) (*Front, error) {
 	pb.RegisterAuthServer(f.grpc, v3rpc.NewAuthServer(s))
 	pb.RegisterMaintenanceServer(f.grpc, newMaintenanceServer(s))
 	healthpb.RegisterHealthServer(f.grpc, health.NewServer())
-	// etcd's own lock and election services, over an in-process client of
-	// the member, as embed serves them on a voter.
 	f.v3c = v3client.New(s)
 	v3lockpb.RegisterLockServer(f.grpc, v3lock.NewLockServer(f.v3c))
 	v3electionpb.RegisterElectionServer(f.grpc, v3election.NewElectionServer(f.v3c))
+}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	f.cancel = cancel
+// newHTTP builds what the client URL serves over HTTP (the JSON gateway,
+// health, readiness, the read index for hubs) and the metrics URL's mux.
+func (f *Front) newHTTP(ctx context.Context, cfg Config, election time.Duration) error {
+	s := cfg.Server
 	gw, err := newGateway(ctx, f.grpc)
 	if err != nil {
-		cancel()
-		_ = f.v3c.Close()
-		return nil, err
+		return err
 	}
 	f.gw = gw
 	ready := &readiness{cfg: cfg.Ready, election: election, contact: f.contact, fresh: f.fresh,
@@ -262,7 +283,12 @@ func New(cfg Config) (*Front, error) {
 	}, authorizeRead(s), s.Cfg.ReqTimeout()))
 	f.clientMux = mux
 	f.metricsMux = metricsMux(cfg.Logger, s, ready)
+	return nil
+}
 
+// start runs the front's three loops until Stop: freshness rounds, the
+// leader watch, and leader-contact samples.
+func (f *Front) start(ctx context.Context, lw *leaderWatch, election time.Duration) {
 	f.wg.Add(3)
 	go func() {
 		defer f.wg.Done()
@@ -278,7 +304,6 @@ func New(cfg Config) (*Front, error) {
 		// within 1.25 election timeouts at most.
 		f.contact.Run(ctx, election/4)
 	}()
-	return f, nil
 }
 
 // Freshness is the front's freshness tracker.
