@@ -79,8 +79,8 @@ func headersScenario(p params) ([]Row, error) {
 		note := fmt.Sprintf("both rows: %d windows of %v each, %d workers over %d connections; two replicas, one with each setting, windows alternating between them, both restarted with the settings swapped halfway; a window through each first, not counted", 2*perPhase, p.dur, p.workers, p.conns)
 		onRes, offRes := combineAll(on), combineAll(off)
 		rows = append(rows,
-			Row{Scenario: "headers", Name: headersOn, Note: note, Result: onRes},
-			Row{Scenario: "headers", Name: headersOff, Result: offRes})
+			Row{Scenario: "headers", Name: headersOn, Note: note + "; ops/s per window: " + windowsText(throughputs(on), 0), Windows: throughputs(on), Result: onRes},
+			Row{Scenario: "headers", Name: headersOff, Note: "ops/s per window: " + windowsText(throughputs(off), 0), Windows: throughputs(off), Result: offRes})
 		r.Logf("weak reads: headers on %.0f ops/s, off %.0f ops/s: %.3f×", onRes.Throughput, offRes.Throughput, onRes.Throughput/offRes.Throughput)
 	})
 	return rows, err
@@ -109,4 +109,13 @@ func combineAll(rs []Result) Result {
 		sum.Throughput = float64(sum.Ops) / sum.Seconds
 	}
 	return sum
+}
+
+// throughputs are rs' ops/s.
+func throughputs(rs []Result) []float64 {
+	var out []float64
+	for _, r := range rs {
+		out = append(out, r.Throughput)
+	}
+	return out
 }

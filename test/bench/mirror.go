@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,6 +114,8 @@ type lagRun struct {
 	put, srcWatch, dst *clientv3.Client
 	rate               int
 	dur                time.Duration
+	// pad is the bytes added to each put's value after its timestamp.
+	pad int
 	// cpu are the processes whose CPU is measured over the puts' window
 	// (not the wait for the last events after it).
 	cpu map[string]int
@@ -159,17 +162,18 @@ func (lr lagRun) measure() lagMeasure {
 	}
 	if lr.dst != nil {
 		watch(lr.dst, func(now time.Time, ev *clientv3.Event) {
-			if ns, err := strconv.ParseInt(string(ev.Kv.Value), 10, 64); err == nil {
+			stamp := stampOf(ev.Kv.Value)
+			if ns, err := strconv.ParseInt(stamp, 10, 64); err == nil {
 				lats = append(lats, now.Sub(time.Unix(0, ns)))
-				atDest[string(ev.Kv.Value)] = now
+				atDest[stamp] = now
 			}
 		})
-		watch(lr.srcWatch, func(now time.Time, ev *clientv3.Event) { atSrc[string(ev.Kv.Value)] = now })
+		watch(lr.srcWatch, func(now time.Time, ev *clientv3.Event) { atSrc[stampOf(ev.Kv.Value)] = now })
 	}
 	started.Wait()
 	cpu := startCPU(lr.cpu)
 	start := time.Now()
-	puts := putAt(ctx, lr.put, lr.rate, lr.dur)
+	puts := putAt(ctx, lr.put, lr.rate, lr.dur, lr.pad)
 	m := lagMeasure{puts: puts, cpu: cpu.stop(), window: time.Since(start)}
 	if lr.dst != nil {
 		// Let the last events arrive: until all have, or for 30 seconds;
@@ -208,10 +212,14 @@ func (lr lagRun) measure() lagMeasure {
 }
 
 // putAt puts timestamps under "mirror/lag/" (1,000 keys in turn) at rate
-// puts/s for d and returns how many succeeded. Puts go out in bursts
-// every 10ms, from goroutines, so that the rate holds whatever one put's
-// latency.
-func putAt(ctx context.Context, cli *clientv3.Client, rate int, d time.Duration) int {
+// puts/s for d, each followed by a space and pad bytes, and returns how
+// many succeeded. Puts go out in bursts every 10ms, from goroutines, so
+// that the rate holds whatever one put's latency.
+func putAt(ctx context.Context, cli *clientv3.Client, rate int, d time.Duration, pad int) int {
+	padding := ""
+	if pad > 0 {
+		padding = " " + strings.Repeat("p", pad)
+	}
 	perTick := max(rate/100, 1)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -225,7 +233,7 @@ func putAt(ctx context.Context, cli *clientv3.Client, rate int, d time.Duration)
 			go func() {
 				defer wg.Done()
 				key := "mirror/lag/" + strconv.Itoa((i*perTick+j)%1000)
-				if _, err := cli.Put(ctx, key, strconv.FormatInt(time.Now().UnixNano(), 10)); err == nil {
+				if _, err := cli.Put(ctx, key, strconv.FormatInt(time.Now().UnixNano(), 10)+padding); err == nil {
 					puts.Add(1)
 				}
 			}()
@@ -233,4 +241,10 @@ func putAt(ctx context.Context, cli *clientv3.Client, rate int, d time.Duration)
 	}
 	wg.Wait()
 	return int(puts.Load())
+}
+
+// stampOf is the timestamp a putAt value starts with.
+func stampOf(v []byte) string {
+	s, _, _ := strings.Cut(string(v), " ")
+	return s
 }

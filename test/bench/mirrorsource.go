@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,9 +13,10 @@ import (
 
 // Rows of the mirror-source scenario, shared with the report.
 const (
-	mirrorSrcNone    = "source leader, no mirror"
-	mirrorSrcLeader  = "source leader, a mirror watching the leader"
-	mirrorSrcReplica = "source leader, a mirror watching a replica"
+	mirrorSrcNone     = "source leader, no mirror"
+	mirrorSrcLeader   = "source leader, a mirror watching the leader"
+	mirrorSrcFollower = "source leader, a mirror watching a follower"
+	mirrorSrcReplica  = "source leader, a mirror watching a replica"
 )
 
 // mirrorSourceArm is one configuration of the mirror-source scenario and
@@ -23,9 +25,14 @@ const (
 type mirrorSourceArm struct {
 	row, endpoint, how string
 	windows, puts      int
-	lag                []Result
-	cpu                map[string]float64
-	seconds            float64
+	// leaderEvents are the watch events the leader sent over the
+	// windows: about one per put when the mirror's watch is on it.
+	leaderEvents float64
+	// perWindow is the leader's CPU-s per 10,000 puts in each window.
+	perWindow []float64
+	lag       []Result
+	cpu       map[string]float64
+	seconds   float64
 }
 
 // mirrorSourceScenario measures what a mirror costs its source's leader,
@@ -38,6 +45,12 @@ type mirrorSourceArm struct {
 // machine's load weighs on all alike; the mirror starts before each of its
 // windows and is measured once a probe has come through it. The report
 // compares the leader's CPU per put each mirror adds to no mirror's.
+//
+// On one machine, a mirror and its destination cluster take CPU from the
+// source's members, and a leader with less CPU batches more and spends less
+// per put: next to no mirror, any mirror lowers the leader's CPU per put.
+// A fourth arm, the mirror watching a follower, has that load with no
+// watch on the leader or the replica: the report compares against it too.
 func mirrorSourceScenario(p params) ([]Row, error) {
 	var rows []Row
 	err := scenario("mirror-source", func(r *runner) {
@@ -52,6 +65,7 @@ func mirrorSourceScenario(p params) ([]Row, error) {
 		arms := []*mirrorSourceArm{
 			{row: mirrorSrcNone},
 			{row: mirrorSrcLeader, endpoint: tp.leader.ClientURL, how: "--source-endpoints the leader's client URL only, so that its watch is on the leader"},
+			{row: mirrorSrcFollower, endpoint: tp.follower.ClientURL, how: "--source-endpoints a follower's client URL only"},
 			{row: mirrorSrcReplica, endpoint: tp.extraURL, how: "--source-endpoints the replica's client URL"},
 		}
 		// A window not counted first: the leader's first seconds after
@@ -60,7 +74,7 @@ func mirrorSourceScenario(p params) ([]Row, error) {
 		var order []string
 		for w := range p.mirrorSourceWindows {
 			for i := range arms {
-				// none, leader, replica; then replica, leader, none; …
+				// none, leader, follower, replica; then the other way; …
 				a := arms[i]
 				if w%2 == 1 {
 					a = arms[len(arms)-1-i]
@@ -84,7 +98,7 @@ func mirrorSourceScenario(p params) ([]Row, error) {
 // mirrorSourceWindow measures one window of arm a: the mirror started (if
 // the arm has one) and streaming, then the puts and the CPU.
 func mirrorSourceWindow(r *runner, tp *topology, p params, a *mirrorSourceArm, put, srcWatch, dc *clientv3.Client, dstEndpoint string) {
-	lr := lagRun{put: put, srcWatch: srcWatch, rate: p.mirrorSourceRate, dur: p.dur, cpu: tp.pids()}
+	lr := lagRun{put: put, srcWatch: srcWatch, rate: p.mirrorSourceRate, dur: p.dur, pad: p.mirrorSourceValue, cpu: tp.pids()}
 	if a.endpoint != "" {
 		bin, args := understudyMirror().cmd(tp.cluster.Bins, a.endpoint, dstEndpoint)
 		proc := harness.Start(r, harness.ProcConfig{Name: "mirror", Bin: bin, Args: args})
@@ -93,7 +107,14 @@ func mirrorSourceWindow(r *runner, tp *topology, p params, a *mirrorSourceArm, p
 		lr.dst = dc
 		lr.cpu["mirror"] = proc.PID()
 	}
+	events0 := leaderWatchEvents(r, tp.leader.ClientURL)
 	m := lr.measure()
+	events := leaderWatchEvents(r, tp.leader.ClientURL) - events0
+	if a.row == mirrorSrcLeader && events < float64(m.puts)/2 {
+		r.Fatalf("%s: the leader sent %.0f watch events for %d puts: the mirror's watch is not on it", a.row, events, m.puts)
+	}
+	a.leaderEvents += events
+	a.perWindow = append(a.perWindow, m.cpu["leader"]*10000/float64(max(m.puts, 1)))
 	a.windows++
 	a.puts += m.puts
 	a.seconds += m.window.Seconds()
@@ -106,8 +127,8 @@ func mirrorSourceWindow(r *runner, tp *topology, p params, a *mirrorSourceArm, p
 	if a.endpoint != "" {
 		a.lag = append(a.lag, m.lag)
 	}
-	r.Logf("%-46s %d puts in %v, leader %.3f CPU-s (%.1f %% of a core, %.3f CPU-s/10k puts); lag p50 %v p99 %v (%d of %d)", a.row, m.puts, m.window.Round(time.Millisecond),
-		m.cpu["leader"], 100*m.cpu["leader"]/m.window.Seconds(), m.cpu["leader"]*10000/float64(max(m.puts, 1)), m.lag.P50, m.lag.P99, m.lag.Ops, m.puts)
+	r.Logf("%-46s %d puts in %v, leader %.3f CPU-s (%.1f %% of a core, %.3f CPU-s/10k puts); lag p50 %v p99 %v (%d of %d); the leader sent %.0f watch events", a.row, m.puts, m.window.Round(time.Millisecond),
+		m.cpu["leader"], 100*m.cpu["leader"]/m.window.Seconds(), m.cpu["leader"]*10000/float64(max(m.puts, 1)), m.lag.P50, m.lag.P99, m.lag.Ops, m.puts, events)
 }
 
 // result is the arm's row: its windows added up. Ops are the puts (the
@@ -127,9 +148,37 @@ func (a *mirrorSourceArm) result(p params, order []string) Row {
 	if res.Seconds > 0 {
 		res.Throughput = float64(res.Ops) / res.Seconds
 	}
-	note := fmt.Sprintf("%d windows of %v at %d puts/s through the leader, the arms in the order %s, …", a.windows, p.dur, p.mirrorSourceRate, strings.Join(order, ", "))
-	if a.how != "" {
-		note += "; `replica mirror` with " + a.how + ", started before each window and measured once a probe came through"
+	var note string
+	if a.endpoint == "" {
+		note = fmt.Sprintf("every row: %d windows of %v at %d puts/s of %d B through the leader, the arms in the order %s, …; ", a.windows, p.dur, p.mirrorSourceRate, p.mirrorSourceValue, strings.Join(order, ", "))
+	} else {
+		note = "`replica mirror` with " + a.how + ", started before each window and measured once a probe came through; "
 	}
-	return Row{Scenario: "mirror-source", Name: a.row, Note: note, Result: res}
+	note += fmt.Sprintf("the leader sent %.0f watch events (etcd_debugging_mvcc_events_total) for the %d puts; leader CPU-s/10k puts per window: %s", a.leaderEvents, a.puts, windowsText(a.perWindow, 3))
+	return Row{Scenario: "mirror-source", Name: a.row, Note: note, Windows: a.perWindow, Result: res}
+}
+
+// leaderWatchEvents is how many watch events the member at url has sent
+// (etcd_debugging_mvcc_events_total in its /metrics).
+func leaderWatchEvents(r *runner, url string) float64 {
+	fams, err := scrape(url)
+	if err != nil {
+		r.Fatalf("watch events: %v", err)
+	}
+	var n float64
+	if f := fams["etcd_debugging_mvcc_events_total"]; f != nil {
+		for _, m := range f.Metric {
+			n += m.GetCounter().GetValue()
+		}
+	}
+	return n
+}
+
+// windowsText lists per-window figures with prec decimals.
+func windowsText(xs []float64, prec int) string {
+	var parts []string
+	for _, x := range xs {
+		parts = append(parts, strconv.FormatFloat(x, 'f', prec, 64))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -84,6 +85,7 @@ func comparisons(rows []Row) []comparison {
 		{"weak reads through a replica with its answer headers vs without (--freshness-headers=false)", headersOn, headersOff, "throughput", "≥ 0.98", ""},
 		{"the replica's CPU per weak read with its answer headers vs without (--freshness-headers=false)", headersOn, headersOff, "replica CPU/10k", "", ""},
 		{"source leader CPU per put added by a mirror watching a replica vs by the same mirror watching the leader (each less the leader's with no mirror)", mirrorSrcReplica, mirrorSrcLeader, "leader CPU/10k", "≤ 0.2", mirrorSrcNone},
+		{"source leader CPU per put added by a mirror watching a replica vs by the same mirror watching the leader (each less the leader's with the mirror watching a follower: the same mirror and destination load on the machine, no watch on the leader)", mirrorSrcReplica, mirrorSrcLeader, "leader CPU/10k", "≤ 0.2", mirrorSrcFollower},
 		{"mirror lag p99, watching a replica vs watching the leader", mirrorSrcReplica, mirrorSrcLeader, "p99", "", ""},
 	}
 	for _, r := range rows {
@@ -173,7 +175,13 @@ func (rep report) markdown() string {
 			continue
 		}
 		goal := c.goal
-		if goal == "" {
+		text := "**" + ratioText(ratio) + "×**"
+		if d, se, ok := c.unresolved(byName); ok {
+			// What is divided by is not above this run's noise: the
+			// ratio says nothing, and no goal is met or missed by it.
+			text = ratioText(ratio) + "×, not resolved"
+			goal = fmt.Sprintf("%s: partner − base = %.3f ± %.3f (2 standard errors over the windows), not above noise", goal, d, 2*se)
+		} else if goal == "" {
 			goal = "—"
 		} else if met(ratio, goal) {
 			goal += " ✓"
@@ -184,7 +192,7 @@ func (rep report) markdown() string {
 		if c.base != "" {
 			row, partner = row+" − "+c.base, partner+" − "+c.base
 		}
-		w("| %s | %s | %s | %s | **%s×** | %s |\n", c.what, row, partner, c.metric, ratioText(ratio), goal)
+		w("| %s | %s | %s | %s | %s | %s |\n", c.what, row, partner, c.metric, text, goal)
 	}
 
 	if _, ok := byName[idleBase]; ok {
@@ -213,7 +221,7 @@ func (rep report) markdown() string {
 
 	for _, sc := range []struct{ id, title string }{
 		{"generator", "Load generator check (the same reads by the project's generator and by etcd's benchmark tool, run generator, tool, tool, generator; each row is its two runs together)"}, {"reads", "Reads"}, {"headers", "Answer headers (weak reads through one replica with its four answer headers and with --freshness-headers=false)"}, {"writes", "Writes"}, {"watch", "Watch fan-out (events delivered under a steady write load)"}, {"catch-up", "Learner catch-up"}, {"mirror", "Mirror (initial sync: ops = keys, ops/s = keys per second; lag: ops = events timed)"},
-		{"mirror-source", "Mirror source cost (the source leader's CPU under the same fixed put rate with no mirror, a mirror watching the leader, a mirror watching a replica; ops = puts, errors = puts whose event the destination's watch did not deliver, p50 and p99 = mirror lag from the put to the destination's watch event)"}, {"idle", "Idle replicas (leader CPU-s over a quiet window; nothing is served)"},
+		{"mirror-source", "Mirror source cost (the source leader's CPU under the same fixed put rate with no mirror and with a mirror watching the leader, a follower or a replica; ops = puts, errors = puts whose event the destination's watch did not deliver, p50 and p99 = mirror lag from the put to the destination's watch event)"}, {"idle", "Idle replicas (leader CPU-s over a quiet window; nothing is served)"},
 		{"compare", "Consistency per read path (`replica compare`: ops = successful reads, errors = failed reads, p50 and p99 = staleness at read time, not latency; details in CONSISTENCY.md)"},
 	} {
 		var rows []Row
@@ -264,6 +272,36 @@ func (c comparison) ratio(rows map[string]Row) (float64, bool) {
 		return 0, false
 	}
 	return va / vp, true
+}
+
+// unresolved tells, for a ratio less a base whose partner and base rows
+// hold per-window figures (Row.Windows, in c's metric), whether partner −
+// base, what the ratio divides by, is not above 0 by more than two standard
+// errors (a negative one included: the base then costs more than the
+// partner, and is no base); it returns that difference and its standard
+// error.
+func (c comparison) unresolved(rows map[string]Row) (diff, se float64, ok bool) {
+	p, b := rows[c.partner], rows[c.base]
+	if c.base == "" || len(p.Windows) < 2 || len(b.Windows) < 2 {
+		return 0, 0, false
+	}
+	mp, vp := meanVar(p.Windows)
+	mb, vb := meanVar(b.Windows)
+	diff = mp - mb
+	se = math.Sqrt(vp/float64(len(p.Windows)) + vb/float64(len(b.Windows)))
+	return diff, se, diff <= 2*se
+}
+
+// meanVar is the mean and the sample variance of xs (two or more).
+func meanVar(xs []float64) (mean, variance float64) {
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	for _, x := range xs {
+		variance += (x - mean) * (x - mean)
+	}
+	return mean, variance / float64(len(xs)-1)
 }
 
 func met(ratio float64, goal string) bool {

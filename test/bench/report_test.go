@@ -118,3 +118,36 @@ func TestRatioLessABase(t *testing.T) {
 		t.Errorf("ratio without its base row = %v, want none", got)
 	}
 }
+
+func TestRatioWithinNoiseIsNotResolved(t *testing.T) {
+	row := func(name string, ops int, cpu float64, windows ...float64) Row {
+		return Row{Name: name, Windows: windows, Result: Result{Ops: ops, CPU: map[string]float64{"leader": cpu}}}
+	}
+	c := comparison{"x", mirrorSrcReplica, mirrorSrcLeader, "leader CPU/10k", "≤ 0.2", mirrorSrcFollower}
+	for _, tc := range []struct {
+		name        string
+		leader      Row
+		want        bool
+		wantInTable string
+	}{
+		{"apart", row(mirrorSrcLeader, 10000, 8, 7.9, 8.1, 8.0), false, "**0.05×** | ≤ 0.2 ✓"},
+		{"within noise", row(mirrorSrcLeader, 10000, 6.2, 5.0, 7.4, 6.2), true, "not resolved | ≤ 0.2: partner − base = 0.200 ± "},
+		{"below the base", row(mirrorSrcLeader, 10000, 5, 4.9, 5.1, 5.0), true, "not resolved | ≤ 0.2: partner − base = -1.000 ± "},
+	} {
+		rows := map[string]Row{
+			mirrorSrcFollower: row(mirrorSrcFollower, 10000, 6, 5.9, 6.1, 6.0),
+			mirrorSrcReplica:  row(mirrorSrcReplica, 10000, 6.1, 6.0, 6.2, 6.1),
+			mirrorSrcLeader:   tc.leader,
+		}
+		if _, _, got := c.unresolved(rows); got != tc.want {
+			t.Errorf("%s: unresolved = %v, want %v", tc.name, got, tc.want)
+		}
+		rep := report{Rows: []Row{rows[mirrorSrcFollower], rows[mirrorSrcReplica], rows[mirrorSrcLeader]}}
+		for i := range rep.Rows {
+			rep.Rows[i].Scenario = "mirror-source"
+		}
+		if md := rep.markdown(); !strings.Contains(md, tc.wantInTable) {
+			t.Errorf("%s: the ratios do not say %q:\n%s", tc.name, tc.wantInTable, md)
+		}
+	}
+}

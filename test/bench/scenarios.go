@@ -22,6 +22,11 @@ type Row struct {
 	// Note says how the row was measured where its name does not (windows,
 	// endpoints); written under its section's table.
 	Note string `json:"note,omitempty"`
+	// Windows are the row's figure in each of the windows it adds up, where
+	// it adds up several: the leader's CPU-s per 10,000 puts (mirror-source),
+	// ops/s (headers). A ratio less a base whose difference is within their
+	// noise is reported as not resolved.
+	Windows []float64 `json:"windows,omitempty"`
 	Result
 }
 
@@ -41,8 +46,9 @@ type params struct {
 	// each, so that the leader's CPU per read compares rounds only.
 	sharedRate int
 	// mirrorSourceRate is the puts/s into the source in the mirror-source
-	// scenario, over mirrorSourceWindows windows of dur per arm.
-	mirrorSourceRate, mirrorSourceWindows int
+	// scenario, of values of mirrorSourceValue bytes, over
+	// mirrorSourceWindows windows of dur per arm.
+	mirrorSourceRate, mirrorSourceValue, mirrorSourceWindows int
 	// headersWindows is the windows of dur per arm in the headers
 	// scenario.
 	headersWindows int
@@ -51,12 +57,12 @@ type params struct {
 
 func quickParams() params {
 	return params{dur: 3 * time.Second, workers: 32, conns: 8, keys: 1000, watchers: []int{200}, watchRate: 10, catchupKeys: 2000, mirrorKeys: 5000, mirrorRate: 1000, sharedRate: 2000,
-		mirrorSourceRate: 500, mirrorSourceWindows: 2, headersWindows: 2}
+		mirrorSourceRate: 500, mirrorSourceValue: 4096, mirrorSourceWindows: 2, headersWindows: 2}
 }
 
 func fullParams() params {
 	return params{dur: 10 * time.Second, workers: 64, conns: 16, keys: 1000, watchers: []int{1000, 10000}, watchRate: 10, catchupKeys: 20000, mirrorKeys: 100000, mirrorRate: 1000, sharedRate: 8000,
-		mirrorSourceRate: 1000, mirrorSourceWindows: 4, headersWindows: 4}
+		mirrorSourceRate: 1000, mirrorSourceValue: 4096, mirrorSourceWindows: 4, headersWindows: 4}
 }
 
 var value256 = strings.Repeat("v", 256)
