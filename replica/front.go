@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/etcdserver"
@@ -52,7 +51,7 @@ func (ls *listenerSet) closeUnserved() {
 }
 
 // newFront builds the replica's etcd-compatible front on its member.
-func newFront(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cli *clientv3.Client, frontTLS *tls.Config, roleState *roleStatus, reg prometheus.Registerer) (*readpath.Front, error) {
+func newFront(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cli *clientv3.Client, frontTLS *tls.Config, roleState *roleStatus, opts Options) (*readpath.Front, error) {
 	via, err := viaConfig(cfg, cli)
 	if err != nil {
 		return nil, err
@@ -61,7 +60,8 @@ func newFront(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cl
 		TLS:                   frontTLS,
 		Server:                srv,
 		Logger:                lg.Named("readpath"),
-		Registerer:            reg,
+		Registerer:            opts.Registerer,
+		Clock:                 opts.Clock,
 		MaxStaleness:          cfg.MaxStaleness,
 		FreshnessInterval:     cfg.FreshnessInterval,
 		FreshnessIdleInterval: cfg.FreshnessIdleInterval,

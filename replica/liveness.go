@@ -75,7 +75,7 @@ func (r *roles) observeSelf(ctx context.Context) (promotion.Observation, error) 
 		// URLs answer, a round through the leader does. A standby needs
 		// it only once a failover may come (every round costs the leader
 		// a heartbeat to every member).
-		start := time.Now()
+		start := r.clock.Now()
 		var err error
 		if o.Applied, o.LeaderCommit, err = r.roundCommit(ctx); err == nil {
 			r.lastRound = start
@@ -91,7 +91,7 @@ func (r *roles) observeSelf(ctx context.Context) (promotion.Observation, error) 
 	// Read again after the round: a promotion may have been applied
 	// meanwhile, and a voter must not be promoted twice.
 	o.IsLearner = r.srv.IsLearner()
-	o.Now, o.LastRound, o.Leader, o.LastLeaderContact = time.Now(), r.lastRound, uint64(r.srv.Leader()), r.asOf()
+	o.Now, o.LastRound, o.Leader, o.LastLeaderContact = r.clock.Now(), r.lastRound, uint64(r.srv.Leader()), r.asOf()
 	if m := r.srv.Cluster().Member(r.srv.MemberID()); m != nil {
 		o.SelfName = m.Name
 	}

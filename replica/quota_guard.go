@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -33,9 +34,15 @@ func belowEveryVoter(own int64, voters map[string]int64) (who string, quota int6
 // The guard stops the process only while no promotion of this member can
 // be under way or in doubt; once it has decided to stop, no promotion
 // starts. A voter that stops could cost the cluster its quorum; a learner
-// costs it nothing.
+// costs it nothing. The two never wait for each other and no network call
+// runs under the gate's lock: each claims the gate, calls out, and reports
+// back; whoever finds the gate claimed declines and tries again on its
+// next tick.
 type promotionGate struct {
-	mu       sync.Mutex
+	mu sync.Mutex
+	// busy is what holds the gate: gateFree, gatePromoting or
+	// gateChecking.
+	busy     gateUse
 	stopping bool
 	// below: the quota guard's last check found this member's quota
 	// below every voter's; a learner is not promoted then.
@@ -45,9 +52,19 @@ type promotionGate struct {
 	inDoubt bool
 }
 
+type gateUse int
+
+const (
+	gateFree gateUse = iota
+	gatePromoting
+	gateChecking
+)
+
 var (
-	errStopping   = errors.New("replica: stopping (backend quota below every voter's): no promotion")
-	errQuotaBelow = errors.New("replica: backend quota below every voter's: no promotion (restart the replica to take the voters' quota)")
+	errStopping      = errors.New("replica: stopping (backend quota below every voter's): no promotion")
+	errQuotaBelow    = errors.New("replica: backend quota below every voter's: no promotion (restart the replica to take the voters' quota)")
+	errQuotaChecking = errors.New("replica: the quota guard is checking whether this learner must stop: no promotion until it has decided")
+	errPromoting     = errors.New("a promotion of this member is under way")
 )
 
 // setBelow records the quota guard's last finding.
@@ -57,21 +74,40 @@ func (g *promotionGate) setBelow(below bool) {
 	g.below = below
 }
 
-// promote calls f, which promotes this member, unless the replica stops.
+// promote calls f, which promotes this member, unless the replica stops
+// or the quota guard is deciding whether it must.
 func (g *promotionGate) promote(f func() error) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.stopping {
-		return errStopping
-	}
-	if g.below {
-		return errQuotaBelow
+	if err := g.claim(gatePromoting); err != nil {
+		return err
 	}
 	err := f()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.busy = gateFree
 	if err != nil && !refused(err) {
 		g.inDoubt = true
 	}
 	return err
+}
+
+// claim takes the gate for use, or says why not.
+func (g *promotionGate) claim(use gateUse) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.stopping:
+		return errStopping
+	case use == gatePromoting && g.below:
+		return errQuotaBelow
+	case use == gateChecking && g.inDoubt:
+		return errors.New("a promotion of this member ended in doubt")
+	case g.busy == gatePromoting:
+		return errPromoting
+	case g.busy == gateChecking:
+		return errQuotaChecking
+	}
+	g.busy = use
+	return nil
 }
 
 // refused tells whether a MemberPromote error says that nothing changed.
@@ -86,14 +122,16 @@ func refused(err error) bool {
 
 // stop decides, with no promotion under way, whether the replica may stop:
 // it may while this member is a learner (learner reads the member list,
-// linearizably) and no promotion of it is in doubt.
+// linearizably) and no promotion of it is in doubt. Once it says yes, no
+// promotion starts.
 func (g *promotionGate) stop(learner func() (bool, error)) (bool, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.inDoubt {
-		return false, errors.New("a promotion of this member ended in doubt")
+	if err := g.claim(gateChecking); err != nil {
+		return false, err
 	}
 	ok, err := learner()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.busy = gateFree
 	if err != nil || !ok {
 		return false, err
 	}
@@ -117,6 +155,7 @@ type quotaGuard struct {
 	quota    int64
 	explicit bool // --quota-backend-bytes was given
 	every    time.Duration
+	clock    clockwork.Clock
 	gate     *promotionGate
 	below    prometheus.Gauge
 	checks   *prometheus.CounterVec
@@ -126,8 +165,8 @@ type quotaGuard struct {
 // before the guard warns.
 const quotaBlind = 3
 
-func newQuotaGuard(lg *zap.Logger, cli *clientv3.Client, name string, id uint64, quota int64, explicit bool, every time.Duration, gate *promotionGate, reg prometheus.Registerer) *quotaGuard {
-	q := &quotaGuard{lg: lg, cli: cli, name: name, id: id, quota: quota, explicit: explicit, every: every, gate: gate,
+func newQuotaGuard(lg *zap.Logger, cli *clientv3.Client, name string, id uint64, quota int64, explicit bool, every time.Duration, clock clockwork.Clock, gate *promotionGate, reg prometheus.Registerer) *quotaGuard {
+	q := &quotaGuard{lg: lg, cli: cli, name: name, id: id, quota: quota, explicit: explicit, every: every, clock: clock, gate: gate,
 		below: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "quota_below_voters",
 			Help: "1 while this member's backend quota is below every voter's, so that it would raise NOSPACE for the cluster first (a learner stops then; see --quota-check-interval), else 0."}),
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "replica", Name: "quota_checks_total",
@@ -141,14 +180,14 @@ func newQuotaGuard(lg *zap.Logger, cli *clientv3.Client, name string, id uint64,
 // run checks every interval until ctx ends, or returns errQuotaPassed
 // once this learner must stop.
 func (q *quotaGuard) run(ctx context.Context) error {
-	t := time.NewTicker(q.every)
+	t := q.clock.NewTicker(q.every)
 	defer t.Stop()
 	blind, reported := 0, false
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.Chan():
 		}
 		voters, others, _, err := voterQuotas(ctx, q.cli, q.name, q.id)
 		if err != nil || len(voters) == 0 {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/server/v3/storage"
@@ -122,31 +121,42 @@ func TestPromotionGate(t *testing.T) {
 			t.Fatalf("promote after a refused stop: %v", err)
 		}
 	})
-	t.Run("stop waits for a promotion under way", func(t *testing.T) {
+	t.Run("neither waits for the other", func(t *testing.T) {
 		var g promotionGate
-		inPromote, release := make(chan struct{}), make(chan struct{})
+		inPromote, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
 		go func() {
-			_ = g.promote(func() error { close(inPromote); <-release; return nil })
+			done <- g.promote(func() error { close(inPromote); <-release; return nil })
 		}()
 		<-inPromote
-		stopped := make(chan bool)
-		go func() {
-			ok, _ := g.stop(func() (bool, error) { return false, nil }) // promoted by now
-			stopped <- ok
-		}()
-		select {
-		case <-stopped:
-			t.Fatal("stop decided while a promotion was under way")
-		case <-time.After(50 * time.Millisecond): // gives a wrong stop the chance to show
+		called := false
+		if ok, err := g.stop(func() (bool, error) { called = true; return true, nil }); ok || !errors.Is(err, errPromoting) || called {
+			t.Fatalf("stop during a promotion: %v, %v (asked the member list: %v); want false, errPromoting, not asked", ok, err, called)
 		}
 		close(release)
-		select {
-		case ok := <-stopped:
-			if ok {
-				t.Fatal("stop after the promotion: true")
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("stop did not return after the promotion")
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := g.stop(func() (bool, error) { return false, nil }); ok { // promoted by now
+			t.Fatal("stop after the promotion: true")
+		}
+
+		var h promotionGate
+		inCheck, release, stopped := make(chan struct{}), make(chan struct{}), make(chan bool)
+		go func() {
+			ok, _ := h.stop(func() (bool, error) { close(inCheck); <-release; return true, nil })
+			stopped <- ok
+		}()
+		<-inCheck
+		called = false
+		if err := h.promote(func() error { called = true; return nil }); !errors.Is(err, errQuotaChecking) || called {
+			t.Fatalf("promote during a quota check: %v (called %v); want errQuotaChecking, not called", err, called)
+		}
+		close(release)
+		if !<-stopped {
+			t.Fatal("the check that found a learner did not stop it")
+		}
+		if err := h.promote(func() error { called = true; return nil }); !errors.Is(err, errStopping) || called {
+			t.Fatalf("promote after the stop: %v (called %v); want errStopping", err, called)
 		}
 	})
 }

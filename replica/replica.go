@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -37,6 +38,9 @@ type Options struct {
 	// MemberLogOutputs are the embedded etcd member's log outputs (etcd's
 	// --log-outputs); nil means stderr.
 	MemberLogOutputs []string
+	// Clock is the one clock of the front, the role loop and the quota
+	// guard; nil means the real clock.
+	Clock clockwork.Clock
 }
 
 // Run joins (or rejoins) the cluster and serves until ctx ends (a clean stop,
@@ -83,18 +87,18 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 	member := &memberHandle{Etcd: m}
 	defer member.close()
 	roleState := newRoleStatus(lg.Named("role"), opts.Registerer)
-	front, err := newFront(lg, cfg, m.Server, cli, ls.tls, roleState, opts.Registerer)
+	front, err := newFront(lg, cfg, m.Server, cli, ls.tls, roleState, opts)
 	if err != nil {
 		return err
 	}
 	gate := &promotionGate{}
 	var r *roles
 	if cfg.Promotion.Role != promotion.RoleReader {
-		if r, err = newRoles(lg.Named("role"), cfg, m.Server, front.LastLeaderContact, gate, roleState, opts.Registerer); err != nil {
+		if r, err = newRoles(lg.Named("role"), cfg, m.Server, opts.Clock, front.LastLeaderContact, gate, roleState, opts.Registerer); err != nil {
 			return err
 		}
 	}
-	quota := newQuotaGuard(lg.Named("quota"), cli, cfg.Name, uint64(m.Server.MemberID()), cfg.QuotaBackendBytes, explicitQuota, cfg.QuotaCheckInterval, gate, opts.Registerer)
+	quota := newQuotaGuard(lg.Named("quota"), cli, cfg.Name, uint64(m.Server.MemberID()), cfg.QuotaBackendBytes, explicitQuota, cfg.QuotaCheckInterval, opts.Clock, gate, opts.Registerer)
 	err = serve(ctx, lg, cfg, m, front, ls, quota, r, opts.Ready)
 	return leaveOnExit(ctx, lg, cfg, cli, member, err)
 }
@@ -114,6 +118,9 @@ func (opts Options) withDefaults(cfg config.Replica) (_ Options, flush func(), e
 	}
 	if opts.Progress == nil {
 		opts.Progress = defaultProgress(opts.Logger)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clockwork.NewRealClock()
 	}
 	return opts, flush, nil
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -73,6 +74,8 @@ type roles struct {
 	srv  *etcdserver.EtcdServer
 	cli  *clientv3.Client
 	asOf func() time.Time
+	// clock is the replica's one clock, the front's too.
+	clock clockwork.Clock
 	// gate orders promotions with the quota guard's stop.
 	gate    *promotionGate
 	m       *roleMetrics
@@ -137,7 +140,7 @@ func credential(cfg config.Replica) string {
 // endpoints are --join plus every voter's client URLs and follow the
 // replica's own member list (followMembers), so a dead or unreachable voter
 // that was the only --join endpoint does not stop the failover.
-func newRoles(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, asOf func() time.Time, gate *promotionGate, status *roleStatus, reg prometheus.Registerer) (*roles, error) {
+func newRoles(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, clock clockwork.Clock, asOf func() time.Time, gate *promotionGate, status *roleStatus, reg prometheus.Registerer) (*roles, error) {
 	eps := rolesEndpoints(cfg.Join, srv)
 	cliTLS, err := clientTLS(cfg.ClientTLS, eps)
 	if err != nil {
@@ -159,7 +162,7 @@ func newRoles(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, as
 		return nil, fmt.Errorf("replica: roles: client for %v: %w", eps, err)
 	}
 	return &roles{
-		lg: lg, cfg: cfg.Promotion, join: cfg.Join, srv: srv, cli: cli, asOf: asOf, gate: gate, m: newRoleMetrics(reg),
+		lg: lg, cfg: cfg.Promotion, join: cfg.Join, srv: srv, cli: cli, clock: clock, asOf: asOf, gate: gate, m: newRoleMetrics(reg),
 		decider:    promotion.NewDecider(cfg.Promotion),
 		leaderHTTP: httpClient(cliTLS), peerHTTP: httpClient(peerTLS),
 		failoverLikely: true, status: status, endpoints: eps, identity: credential(cfg), peerSeen: map[uint64]bool{},
@@ -197,7 +200,7 @@ func httpClient(c *tls.Config) *http.Client {
 }
 
 func (r *roles) run(ctx context.Context) {
-	t := time.NewTicker(roleInterval)
+	t := r.clock.NewTicker(roleInterval)
 	defer t.Stop()
 	defer func() {
 		r.lock.release(r.lg)
@@ -216,7 +219,7 @@ func (r *roles) run(ctx context.Context) {
 			r.lock.forget()
 			r.m.lockHeld.Set(0)
 			continue
-		case <-t.C:
+		case <-t.Chan():
 		}
 		o, err := r.observe(ctx)
 		if err != nil {
@@ -228,7 +231,7 @@ func (r *roles) run(ctx context.Context) {
 				lg = r.lg.Warn
 			}
 			lg("role: cannot observe the cluster; every hold starts over", zap.Error(err))
-			a := r.decider.Blind(time.Now(), r.lock.held(), err)
+			a := r.decider.Blind(r.clock.Now(), r.lock.held(), err)
 			r.status.set(r.decider.Status())
 			if a.Kind != promotion.None {
 				r.act(ctx, o, a)
@@ -264,7 +267,7 @@ func (r *roles) act(ctx context.Context, o promotion.Observation, a promotion.Ac
 		// let go, and start over from the record.
 		r.lock.release(r.lg)
 	}
-	r.decider.Done(time.Now(), a, err)
+	r.decider.Done(r.clock.Now(), a, err)
 	outcome := "ok"
 	if err != nil {
 		outcome = "error"
