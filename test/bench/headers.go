@@ -79,8 +79,8 @@ func headersScenario(p params) ([]Row, error) {
 		note := fmt.Sprintf("both rows: %d windows of %v each, %d workers over %d connections; two replicas, one with each setting, windows alternating between them, both restarted with the settings swapped halfway; a window through each first, not counted", 2*perPhase, p.dur, p.workers, p.conns)
 		onRes, offRes := combineAll(on), combineAll(off)
 		rows = append(rows,
-			Row{Scenario: "headers", Name: headersOn, Note: note + "; ops/s per window: " + windowsText(throughputs(on), 0), Windows: throughputs(on), Result: onRes},
-			Row{Scenario: "headers", Name: headersOff, Note: "ops/s per window: " + windowsText(throughputs(off), 0), Windows: throughputs(off), Result: offRes})
+			Row{Scenario: "headers", Name: headersOn, Note: note + "; ops/s per window: " + windowsText(throughputs(on), 0), Windows: throughputs(on), WindowsMetric: "throughput", Result: onRes},
+			Row{Scenario: "headers", Name: headersOff, Note: "ops/s per window: " + windowsText(throughputs(off), 0), Windows: throughputs(off), WindowsMetric: "throughput", Result: offRes})
 		r.Logf("weak reads: headers on %.0f ops/s, off %.0f ops/s: %.3f×", onRes.Throughput, offRes.Throughput, onRes.Throughput/offRes.Throughput)
 	})
 	return rows, err

@@ -155,7 +155,7 @@ func (a *mirrorSourceArm) result(p params, order []string) Row {
 		note = "`replica mirror` with " + a.how + ", started before each window and measured once a probe came through; "
 	}
 	note += fmt.Sprintf("the leader sent %.0f watch events (etcd_debugging_mvcc_events_total) for the %d puts; leader CPU-s/10k puts per window: %s", a.leaderEvents, a.puts, windowsText(a.perWindow, 3))
-	return Row{Scenario: "mirror-source", Name: a.row, Note: note, Windows: a.perWindow, Result: res}
+	return Row{Scenario: "mirror-source", Name: a.row, Note: note, Windows: a.perWindow, WindowsMetric: "leader CPU/10k", Result: res}
 }
 
 // leaderWatchEvents is how many watch events the member at url has sent

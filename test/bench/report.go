@@ -174,20 +174,7 @@ func (rep report) markdown() string {
 		if !ok {
 			continue
 		}
-		goal := c.goal
-		text := "**" + ratioText(ratio) + "×**"
-		if d, se, ok := c.unresolved(byName); ok {
-			// What is divided by is not above this run's noise: the
-			// ratio says nothing, and no goal is met or missed by it.
-			text = ratioText(ratio) + "×, not resolved"
-			goal = fmt.Sprintf("%s: partner − base = %.3f ± %.3f (2 standard errors over the windows), not above noise", goal, d, 2*se)
-		} else if goal == "" {
-			goal = "—"
-		} else if met(ratio, goal) {
-			goal += " ✓"
-		} else {
-			goal += " ✗"
-		}
+		text, goal := c.cell(byName, ratio)
 		row, partner := c.row, c.partner
 		if c.base != "" {
 			row, partner = row+" − "+c.base, partner+" − "+c.base
@@ -274,6 +261,42 @@ func (c comparison) ratio(rows map[string]Row) (float64, bool) {
 	return va / vp, true
 }
 
+// cell is what the ratios table says of c's ratio: the ratio, with its
+// error or as not resolved where the rows' windows tell, and the goal met
+// or missed.
+func (c comparison) cell(rows map[string]Row, ratio float64) (text, goal string) {
+	if d, se, ok := c.unresolved(rows); ok {
+		// What is divided by is not above this run's noise: the ratio
+		// says nothing, and no goal is met or missed by it.
+		goal = c.goal
+		if goal == "" {
+			goal = "—"
+		}
+		return ratioText(ratio) + "×, not resolved", fmt.Sprintf("%s: partner − base = %.3f ± %.3f (2 standard errors over the windows), not above noise", goal, d, 2*se)
+	}
+	text = "**" + ratioText(ratio) + "×**"
+	if se, ok := c.ratioError(rows, ratio); ok {
+		text += " ± " + ratioText(2*se)
+	}
+	switch {
+	case c.goal == "":
+		goal = "—"
+	case met(ratio, c.goal):
+		goal = c.goal + " ✓"
+	default:
+		goal = c.goal + " ✗"
+	}
+	return text, goal
+}
+
+// windows are r's per-window figures if they are in metric.
+func windows(r Row, metric string) []float64 {
+	if r.WindowsMetric != metric {
+		return nil
+	}
+	return r.Windows
+}
+
 // unresolved tells, for a ratio less a base whose partner and base rows
 // hold per-window figures (Row.Windows, in c's metric), whether partner −
 // base, what the ratio divides by, is not above 0 by more than two standard
@@ -281,15 +304,31 @@ func (c comparison) ratio(rows map[string]Row) (float64, bool) {
 // partner, and is no base); it returns that difference and its standard
 // error.
 func (c comparison) unresolved(rows map[string]Row) (diff, se float64, ok bool) {
-	p, b := rows[c.partner], rows[c.base]
-	if c.base == "" || len(p.Windows) < 2 || len(b.Windows) < 2 {
+	pw, bw := windows(rows[c.partner], c.metric), windows(rows[c.base], c.metric)
+	if c.base == "" || len(pw) < 2 || len(bw) < 2 {
 		return 0, 0, false
 	}
-	mp, vp := meanVar(p.Windows)
-	mb, vb := meanVar(b.Windows)
+	mp, vp := meanVar(pw)
+	mb, vb := meanVar(bw)
 	diff = mp - mb
-	se = math.Sqrt(vp/float64(len(p.Windows)) + vb/float64(len(b.Windows)))
+	se = math.Sqrt(vp/float64(len(pw)) + vb/float64(len(bw)))
 	return diff, se, diff <= 2*se
+}
+
+// ratioError is, for a ratio of two rows that both hold per-window
+// figures in c's metric (no base), the ratio's standard error from the
+// windows' spread (to first order); the report writes 2 of them.
+func (c comparison) ratioError(rows map[string]Row, ratio float64) (float64, bool) {
+	aw, pw := windows(rows[c.row], c.metric), windows(rows[c.partner], c.metric)
+	if c.base != "" || len(aw) < 2 || len(pw) < 2 {
+		return 0, false
+	}
+	ma, va := meanVar(aw)
+	mp, vp := meanVar(pw)
+	if ma == 0 || mp == 0 {
+		return 0, false
+	}
+	return math.Abs(ratio) * math.Sqrt(va/float64(len(aw))/(ma*ma)+vp/float64(len(pw))/(mp*mp)), true
 }
 
 // meanVar is the mean and the sample variance of xs (two or more).

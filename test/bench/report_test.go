@@ -121,7 +121,7 @@ func TestRatioLessABase(t *testing.T) {
 
 func TestRatioWithinNoiseIsNotResolved(t *testing.T) {
 	row := func(name string, ops int, cpu float64, windows ...float64) Row {
-		return Row{Name: name, Windows: windows, Result: Result{Ops: ops, CPU: map[string]float64{"leader": cpu}}}
+		return Row{Name: name, Windows: windows, WindowsMetric: "leader CPU/10k", Result: Result{Ops: ops, CPU: map[string]float64{"leader": cpu}}}
 	}
 	c := comparison{"x", mirrorSrcReplica, mirrorSrcLeader, "leader CPU/10k", "≤ 0.2", mirrorSrcFollower}
 	for _, tc := range []struct {
@@ -149,5 +149,21 @@ func TestRatioWithinNoiseIsNotResolved(t *testing.T) {
 		if md := rep.markdown(); !strings.Contains(md, tc.wantInTable) {
 			t.Errorf("%s: the ratios do not say %q:\n%s", tc.name, tc.wantInTable, md)
 		}
+	}
+}
+
+func TestRatioOfWindowedRowsHasItsError(t *testing.T) {
+	rep := report{Rows: []Row{
+		{Scenario: "headers", Name: headersOn, Windows: []float64{88, 92}, WindowsMetric: "throughput", Result: Result{Throughput: 90, Ops: 900, CPU: map[string]float64{"extra": 9}}},
+		{Scenario: "headers", Name: headersOff, Windows: []float64{98, 102}, WindowsMetric: "throughput", Result: Result{Throughput: 100, Ops: 1000, CPU: map[string]float64{"extra": 10}}},
+	}}
+	md := rep.markdown()
+	// 0.9 × √(8/2/90² + 8/2/100²) = 0.0269, twice that.
+	if want := "**0.90×** ± 0.054 | ≥ 0.98 ✗"; !strings.Contains(md, want) {
+		t.Errorf("the ratios do not say %q:\n%s", want, md)
+	}
+	// The replica's CPU per read is not what the windows hold: no error.
+	if !strings.Contains(md, "replica CPU/10k | **1.00×** | — |") {
+		t.Errorf("a ratio in another metric than the windows' has an error:\n%s", md)
 	}
 }

@@ -23,10 +23,11 @@ type Row struct {
 	// endpoints); written under its section's table.
 	Note string `json:"note,omitempty"`
 	// Windows are the row's figure in each of the windows it adds up, where
-	// it adds up several: the leader's CPU-s per 10,000 puts (mirror-source),
-	// ops/s (headers). A ratio less a base whose difference is within their
-	// noise is reported as not resolved.
-	Windows []float64 `json:"windows,omitempty"`
+	// it adds up several, in the report's metric WindowsMetric. A ratio in
+	// that metric is given with its error, or less a base whose
+	// difference is not above their noise, as not resolved.
+	Windows       []float64 `json:"windows,omitempty"`
+	WindowsMetric string    `json:"windows_metric,omitempty"`
 	Result
 }
 
