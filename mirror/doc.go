@@ -28,6 +28,9 @@
 // cluster, is refused at start, right after its first checkpoint, and at
 // most every CycleCheckInterval while it runs; and it does not copy the
 // source keys another mirror wrote into the source (CopyMirrored aside).
+// The one exception is a failback (Failback, see failback.go): a mirror
+// B → A after a drained A → B mirror leaves exactly that mirror out of
+// both rules and takes over A's keys it copied.
 //
 // A mirror starts with a full sync that pins no source revision (see sync):
 // it opens the watch at the source's revision H, copies the prefix a page

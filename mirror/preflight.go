@@ -46,22 +46,8 @@ func (mr *mirror) preflight(ctx context.Context) error {
 		return err
 	}
 	mr.checkedAt = time.Now()
-	for name, c := range cps {
-		if name == mr.cfg.Name {
-			if c.SourceClusterID != src {
-				return fmt.Errorf("%w: the destination's checkpoint %q belongs to source cluster %s, not to this source (%s); use another --name, or delete key %q to start over",
-					ErrRefused, name, c.SourceClusterID, src, CheckpointKey(name))
-			}
-			if c.SourcePrefix != mr.cfg.Prefix || c.DestPrefix != mr.cfg.DestPrefix {
-				return fmt.Errorf("%w: checkpoint %q mirrors prefix %q to %q, not %q to %q; use another --name for another mapping",
-					ErrRefused, name, c.SourcePrefix, c.DestPrefix, mr.cfg.Prefix, mr.cfg.DestPrefix)
-			}
-			continue
-		}
-		if overlap(c.DestPrefix, mr.cfg.DestPrefix) {
-			return fmt.Errorf("%w: mirror %q would write %s, which overlaps %s that mirror %q writes (from source cluster %s, prefix %q); two mirrors would overwrite and delete each other's keys: use a destination prefix outside %q, or, if mirror %q is retired for good, delete its keys under %q",
-				ErrRefused, mr.cfg.Name, image(mr.cfg.DestPrefix), image(c.DestPrefix), name, c.SourceClusterID, c.SourcePrefix, c.DestPrefix, name, ReservedPrefix+name+"/")
-		}
+	if err := mr.checkDestCheckpoints(cps); err != nil {
+		return err
 	}
 	mr.cp, mr.cpModRev, err = ReadCheckpoint(ctx, mr.cfg.Dest, mr.cfg.Name)
 	if err != nil {
@@ -102,6 +88,30 @@ func (mr *mirror) preflight(ctx context.Context) error {
 		cp := mr.fresh()
 		cp.Phase = PhaseSync
 		mr.cp = &cp
+	}
+	return nil
+}
+
+// checkDestCheckpoints refuses this mirror's own checkpoint (among cps,
+// the destination's) written for another source or mapping, and a
+// destination prefix that another mirror writes.
+func (mr *mirror) checkDestCheckpoints(cps map[string]Checkpoint) error {
+	for name, c := range cps {
+		if name == mr.cfg.Name {
+			if c.SourceClusterID != mr.sourceID {
+				return fmt.Errorf("%w: the destination's checkpoint %q belongs to source cluster %s, not to this source (%s); use another --name, or delete key %q to start over",
+					ErrRefused, name, c.SourceClusterID, mr.sourceID, CheckpointKey(name))
+			}
+			if c.SourcePrefix != mr.cfg.Prefix || c.DestPrefix != mr.cfg.DestPrefix {
+				return fmt.Errorf("%w: checkpoint %q mirrors prefix %q to %q, not %q to %q; use another --name for another mapping",
+					ErrRefused, name, c.SourcePrefix, c.DestPrefix, mr.cfg.Prefix, mr.cfg.DestPrefix)
+			}
+			continue
+		}
+		if overlap(c.DestPrefix, mr.cfg.DestPrefix) {
+			return fmt.Errorf("%w: mirror %q would write %s, which overlaps %s that mirror %q writes (from source cluster %s, prefix %q); two mirrors would overwrite and delete each other's keys: use a destination prefix outside %q, or, if mirror %q is retired for good, delete its keys under %q",
+				ErrRefused, mr.cfg.Name, image(mr.cfg.DestPrefix), image(c.DestPrefix), name, c.SourceClusterID, c.SourcePrefix, c.DestPrefix, name, ReservedPrefix+name+"/")
+		}
 	}
 	return nil
 }

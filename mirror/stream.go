@@ -174,35 +174,12 @@ func (mr *mirror) stream(ctx context.Context, w *sourceWatch) error {
 		}
 		batch, failed := w.take(passResponses)
 		if len(batch) == 0 && failed == nil {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-tick.C:
-				pctx, cancel := context.WithTimeout(w.ctx, mr.cfg.RequestTimeout)
-				err := mr.cfg.Source.RequestProgress(pctx)
-				cancel()
-				if err != nil && ctx.Err() == nil {
-					return fmt.Errorf("mirror: source progress: %w", err)
-				}
-			case <-lost:
-				if err := mr.restore(ctx, mr.leases.takeLost()); err != nil {
-					return err
-				}
-			case <-w.ready:
+			if err := mr.idle(ctx, w, tick.C, lost); err != nil {
+				return err
 			}
 			continue
 		}
-		var events []*clientv3.Event
-		var progress int64
-		for _, resp := range batch {
-			switch {
-			case resp.Created:
-			case resp.IsProgressNotify():
-				progress = max(progress, resp.Header.Revision)
-			default:
-				events = append(events, resp.Events...)
-			}
-		}
+		events, progress := eventsOf(batch)
 		if failed != nil {
 			return errors.Join(mr.apply(ctx, events), failed)
 		}
@@ -227,6 +204,43 @@ func (mr *mirror) stream(ctx context.Context, w *sourceWatch) error {
 		}
 		mr.m.appliedAt(mr.cp.Revision)
 	}
+}
+
+// idle waits, with nothing queued, for the watch, a progress tick (the
+// source is asked where it is) or a lost lease (restored).
+func (mr *mirror) idle(ctx context.Context, w *sourceWatch, tick <-chan time.Time, lost <-chan struct{}) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tick:
+		pctx, cancel := context.WithTimeout(w.ctx, mr.cfg.RequestTimeout)
+		err := mr.cfg.Source.RequestProgress(pctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("mirror: source progress: %w", err)
+		}
+	case <-lost:
+		return mr.restore(ctx, mr.leases.takeLost())
+	case <-w.ready:
+	}
+	return nil
+}
+
+// eventsOf are the events of a pass's watch responses, in order, and the
+// newest revision a progress notification among them reported.
+func eventsOf(batch []clientv3.WatchResponse) ([]*clientv3.Event, int64) {
+	var events []*clientv3.Event
+	var progress int64
+	for _, resp := range batch {
+		switch {
+		case resp.Created:
+		case resp.IsProgressNotify():
+			progress = max(progress, resp.Header.Revision)
+		default:
+			events = append(events, resp.Events...)
+		}
+	}
+	return events, progress
 }
 
 // apply writes events, grouped by revision, in as few transactions as the

@@ -73,72 +73,93 @@ func Verify(ctx context.Context, cfg VerifyConfig) ([]Difference, int64, error) 
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 1000
 	}
-	dkey, dend := span(cfg.DestPrefix)
-	head, err := cfg.Dest.Get(ctx, dkey, clientv3.WithRange(dend), clientv3.WithCountOnly())
+	rev, drev, err := verifyRevisions(ctx, cfg)
 	if err != nil {
-		return nil, 0, fmt.Errorf("mirror: destination: %w", err)
-	}
-	drev, rev := head.Header.Revision, cfg.Rev
-	if rev == 0 {
-		cp, cpModRev, err := ReadCheckpoint(ctx, cfg.Dest, cfg.Name, clientv3.WithRev(drev))
-		if err != nil {
-			return nil, 0, err
-		}
-		if cp == nil || cp.Phase != PhaseStream {
-			return nil, 0, fmt.Errorf("mirror: mirror %q has not finished a full sync in this destination; give --rev to compare at a source revision", cfg.Name)
-		}
-		rev = cp.Revision
-		if c := cfg.Cutover; c != nil && cpModRev == c.CheckpointRev && c.DestRevision <= drev {
-			// The mirror has not moved since the drain: compare the
-			// destination as the drain left it.
-			rev, drev = c.Revision, c.DestRevision
-		}
-	}
-	m := &mirror{cfg: Config{Prefix: cfg.Prefix, DestPrefix: cfg.DestPrefix}}
-	skey, send := span(cfg.Prefix)
-	src := &pager{cli: cfg.Source, next: skey, end: send, rev: rev, size: cfg.PageSize}
-	dst := &pager{cli: cfg.Dest, next: dkey, end: dend, rev: drev, size: cfg.PageSize}
-	oKey, oEnd := span(ownPrefix(cfg.Name))
-	owns := &pager{cli: cfg.Dest, next: oKey, end: oEnd, rev: drev, size: cfg.PageSize, keysOnly: true, all: true}
-	o, err := owns.get(ctx)
-	if err != nil {
-		return nil, rev, fmt.Errorf("mirror: destination ownership records: %w", err)
-	}
-	// mine reports whether the mirror owns destination key k; keys come
-	// in order.
-	mine := func(k []byte) (bool, error) {
-		name := string(k)
-		for o != nil && strings.TrimPrefix(string(o.Key), ownPrefix(cfg.Name)) < name {
-			if o, err = owns.get(ctx); err != nil {
-				return false, fmt.Errorf("mirror: destination ownership records: %w", err)
-			}
-		}
-		return o != nil && strings.TrimPrefix(string(o.Key), ownPrefix(cfg.Name)) == name, nil
+		return nil, 0, err
 	}
 	fs, err := feederScanAt(ctx, cfg, rev)
 	if err != nil {
 		return nil, rev, err
 	}
-	// next is the next source key the mirror copies.
-	next := func() (*mvccpb.KeyValue, error) {
-		for {
-			kv, err := src.get(ctx)
-			if err != nil || kv == nil {
-				return kv, err
+	skey, send := span(cfg.Prefix)
+	dkey, dend := span(cfg.DestPrefix)
+	v := &verifier{
+		m:     &mirror{cfg: Config{Prefix: cfg.Prefix, DestPrefix: cfg.DestPrefix}},
+		src:   &pager{cli: cfg.Source, next: skey, end: send, rev: rev, size: cfg.PageSize},
+		dst:   &pager{cli: cfg.Dest, next: dkey, end: dend, rev: drev, size: cfg.PageSize},
+		fs:    fs,
+		owned: newOwnScan(cfg.Dest, cfg.Name, drev, cfg.PageSize),
+		rev:   rev,
+	}
+	diffs, err := v.compare(ctx)
+	return diffs, rev, err
+}
+
+// verifyRevisions picks the source revision to compare and the
+// destination revision to read: cfg.Rev and the destination now, or the
+// mirror's checkpoint as of now, or, while the mirror has not moved since
+// its drain, the cutover record's.
+func verifyRevisions(ctx context.Context, cfg VerifyConfig) (rev, drev int64, err error) {
+	dkey, dend := span(cfg.DestPrefix)
+	head, err := cfg.Dest.Get(ctx, dkey, clientv3.WithRange(dend), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, 0, fmt.Errorf("mirror: destination: %w", err)
+	}
+	drev, rev = head.Header.Revision, cfg.Rev
+	if rev != 0 {
+		return rev, drev, nil
+	}
+	cp, cpModRev, err := ReadCheckpoint(ctx, cfg.Dest, cfg.Name, clientv3.WithRev(drev))
+	if err != nil {
+		return 0, 0, err
+	}
+	if cp == nil || cp.Phase != PhaseStream {
+		return 0, 0, fmt.Errorf("mirror: mirror %q has not finished a full sync in this destination; give --rev to compare at a source revision", cfg.Name)
+	}
+	if c := cfg.Cutover; c != nil && cpModRev == c.CheckpointRev && c.DestRevision <= drev {
+		// The mirror has not moved since the drain: compare the
+		// destination as the drain left it.
+		return c.Revision, c.DestRevision, nil
+	}
+	return cp.Revision, drev, nil
+}
+
+// verifier walks the source (less the keys feeders wrote) and the
+// destination image in key order, side by side.
+type verifier struct {
+	m        *mirror // for the key mapping
+	src, dst *pager
+	fs       *feederScan
+	owned    *ownScan
+	rev      int64
+}
+
+// next is the next source key the mirror copies.
+func (v *verifier) next(ctx context.Context) (*mvccpb.KeyValue, error) {
+	for {
+		kv, err := v.src.get(ctx)
+		if err != nil || kv == nil {
+			if err != nil {
+				err = fmt.Errorf("mirror: source at revision %d: %w", v.rev, err)
 			}
-			if by, err := fs.wrote(ctx, kv); err != nil || !by {
-				return kv, err
-			}
+			return kv, err
+		}
+		if by, err := v.fs.wrote(ctx, kv); err != nil || !by {
+			return kv, err
 		}
 	}
+}
+
+// compare merges the two walks into the differences.
+func (v *verifier) compare(ctx context.Context) ([]Difference, error) {
 	var diffs []Difference
-	s, err := next()
+	s, err := v.next(ctx)
 	if err != nil {
-		return nil, rev, fmt.Errorf("mirror: source at revision %d: %w", rev, err)
+		return nil, err
 	}
-	d, err := dst.get(ctx)
+	d, err := v.dst.get(ctx)
 	if err != nil {
-		return nil, rev, fmt.Errorf("mirror: destination: %w", err)
+		return nil, fmt.Errorf("mirror: destination: %w", err)
 	}
 	for s != nil || d != nil {
 		var c int
@@ -148,40 +169,77 @@ func Verify(ctx context.Context, cfg VerifyConfig) ([]Difference, int64, error) 
 		case d == nil:
 			c = -1
 		default:
-			c = bytes.Compare([]byte(m.mapKey(s.Key)), d.Key)
+			c = bytes.Compare([]byte(v.m.mapKey(s.Key)), d.Key)
 		}
 		owner := true
 		if c >= 0 {
-			if owner, err = mine(d.Key); err != nil {
-				return diffs, rev, err
+			if owner, err = v.owned.mine(ctx, d.Key); err != nil {
+				return diffs, err
 			}
 		}
-		switch {
-		case c < 0:
-			diffs = append(diffs, Difference{Key: string(s.Key), Kind: "missing"})
-		case c > 0 && owner:
-			diffs = append(diffs, Difference{Key: string(d.Key), Kind: "extra"})
-		case c > 0:
-			diffs = append(diffs, Difference{Key: string(d.Key), Kind: "unowned"})
-		case !bytes.Equal(s.Value, d.Value) && owner:
-			diffs = append(diffs, Difference{Key: string(s.Key), Kind: "value"})
-		case !bytes.Equal(s.Value, d.Value):
-			diffs = append(diffs, Difference{Key: string(s.Key), Kind: "conflict"})
-		case !owner:
-			diffs = append(diffs, Difference{Key: string(d.Key), Kind: "unowned"})
+		if diff, ok := differ(c, owner, s, d); ok {
+			diffs = append(diffs, diff)
 		}
 		if c <= 0 {
-			if s, err = next(); err != nil {
-				return diffs, rev, fmt.Errorf("mirror: source at revision %d: %w", rev, err)
+			if s, err = v.next(ctx); err != nil {
+				return diffs, err
 			}
 		}
 		if c >= 0 {
-			if d, err = dst.get(ctx); err != nil {
-				return diffs, rev, fmt.Errorf("mirror: destination: %w", err)
+			if d, err = v.dst.get(ctx); err != nil {
+				return diffs, fmt.Errorf("mirror: destination: %w", err)
 			}
 		}
 	}
-	return diffs, rev, nil
+	return diffs, nil
+}
+
+// differ classifies a step of the merge: c compares the source key s
+// (mapped) with the destination key d (-1: only s, 1: only d), owner says
+// whether the mirror wrote d.
+func differ(c int, owner bool, s, d *mvccpb.KeyValue) (Difference, bool) {
+	switch {
+	case c < 0:
+		return Difference{Key: string(s.Key), Kind: "missing"}, true
+	case c > 0 && owner:
+		return Difference{Key: string(d.Key), Kind: "extra"}, true
+	case c > 0:
+		return Difference{Key: string(d.Key), Kind: "unowned"}, true
+	case !bytes.Equal(s.Value, d.Value) && owner:
+		return Difference{Key: string(s.Key), Kind: "value"}, true
+	case !bytes.Equal(s.Value, d.Value):
+		return Difference{Key: string(s.Key), Kind: "conflict"}, true
+	case !owner:
+		return Difference{Key: string(d.Key), Kind: "unowned"}, true
+	}
+	return Difference{}, false
+}
+
+// ownScan tells, for destination keys in order, whether the mirror named
+// name owns them: one pager over its ownership records.
+type ownScan struct {
+	p    *pager
+	pre  string
+	at   *mvccpb.KeyValue
+	read bool
+}
+
+func newOwnScan(dst *clientv3.Client, name string, rev int64, size int) *ownScan {
+	oKey, oEnd := span(ownPrefix(name))
+	return &ownScan{p: &pager{cli: dst, next: oKey, end: oEnd, rev: rev, size: size, keysOnly: true, all: true}, pre: ownPrefix(name)}
+}
+
+// mine reports whether the mirror owns destination key k.
+func (o *ownScan) mine(ctx context.Context, k []byte) (bool, error) {
+	name := string(k)
+	for !o.read || (o.at != nil && strings.TrimPrefix(string(o.at.Key), o.pre) < name) {
+		rec, err := o.p.get(ctx)
+		if err != nil {
+			return false, fmt.Errorf("mirror: destination ownership records: %w", err)
+		}
+		o.at, o.read = rec, true
+	}
+	return o.at != nil && strings.TrimPrefix(string(o.at.Key), o.pre) == name, nil
 }
 
 // feederScan tells, for source keys in order, whether another mirror

@@ -77,84 +77,82 @@ func runMirror(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 2
 	}
 	defer lg.Sync()
-	src, err := mirrorClient(cfg, cfg.Source, "source", lg)
+	src, dst, err := mirrorClients(cfg, lg)
 	if err != nil {
 		printProblems(stderr, err)
 		return 2
 	}
 	defer src.Close()
-	dst, err := mirrorClient(cfg, cfg.Dest, "dest", lg)
+	defer dst.Close()
+	switch {
+	case drain:
+		return runDrain(ctx, cfg, src, dst, lg, stdout, stderr)
+	case verify:
+		return runVerify(ctx, cfg, src, dst, stdout, stderr)
+	}
+	return runMirrorLoop(ctx, cfg, src, dst, lg, stderr)
+}
+
+// mirrorClients connects to both sides.
+func mirrorClients(cfg config.Mirror, lg *zap.Logger) (src, dst *clientv3.Client, err error) {
+	if src, err = mirrorClient(cfg, cfg.Source, "source", lg); err != nil {
+		return nil, nil, err
+	}
+	if dst, err = mirrorClient(cfg, cfg.Dest, "dest", lg); err != nil {
+		src.Close()
+		return nil, nil, err
+	}
+	return src, dst, nil
+}
+
+// runDrain is `replica mirror drain`.
+func runDrain(ctx context.Context, cfg config.Mirror, src, dst *clientv3.Client, lg *zap.Logger, stdout, stderr io.Writer) int {
+	cut, err := mirror.Drain(ctx, mirror.DrainConfig{Source: src, Dest: dst, Prefix: cfg.Prefix, DestPrefix: cfg.MappedDestPrefix(), Name: cfg.Name,
+		Timeout: cfg.DrainTimeout, Quiet: mirror.DefaultDrainQuiet, RequestTimeout: cfg.CommandTimeout, Logger: lg})
+	if err != nil {
+		printProblems(stderr, err)
+		return 1
+	}
+	fmt.Fprintln(stdout, cut.ReadyLine(cfg.Name, cfg.Prefix))
+	return 0
+}
+
+// runVerify is `replica mirror verify`.
+func runVerify(ctx context.Context, cfg config.Mirror, src, dst *clientv3.Client, stdout, stderr io.Writer) int {
+	cut, err := mirror.ReadCutover(ctx, dst, cfg.Name)
 	if err != nil {
 		printProblems(stderr, err)
 		return 2
 	}
-	defer dst.Close()
-
-	if drain {
-		cut, err := mirror.Drain(ctx, mirror.DrainConfig{Source: src, Dest: dst, Prefix: cfg.Prefix, DestPrefix: cfg.MappedDestPrefix(), Name: cfg.Name,
-			Timeout: cfg.DrainTimeout, Quiet: mirror.DefaultDrainQuiet, RequestTimeout: cfg.CommandTimeout, Logger: lg})
-		if err != nil {
-			printProblems(stderr, err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "destination ready: mirror %q holds every source revision up to %d under prefix %q (source cluster %s); cutover record %q written at destination revision %d\n",
-			cfg.Name, cut.Revision, cfg.Prefix, cut.SourceClusterID, mirror.CutoverKey(cfg.Name), cut.DestRevision)
-		return 0
+	if cut != nil {
+		fmt.Fprintln(stdout, cut.RecordLine())
 	}
-	if verify {
-		cut, err := mirror.ReadCutover(ctx, dst, cfg.Name)
-		if err != nil {
-			printProblems(stderr, err)
-			return 2
-		}
-		if cut != nil {
-			fmt.Fprintf(stdout, "cutover record: source cluster %s, source revision %d, written %s at destination revision %d\n",
-				cut.SourceClusterID, cut.Revision, cut.Time.Format(time.RFC3339), cut.DestRevision)
-		}
-		diffs, rev, err := mirror.Verify(ctx, mirror.VerifyConfig{Source: src, Dest: dst, Prefix: cfg.Prefix, DestPrefix: cfg.MappedDestPrefix(), Name: cfg.Name, Rev: cfg.Rev, PageSize: cfg.PageSize, Cutover: cut})
-		differ, unowned := 0, 0
-		for _, d := range diffs {
-			fmt.Fprintln(stdout, d)
-			if d.Differs() {
-				differ++
-			} else {
-				unowned++
-			}
-		}
-		if err != nil {
-			printProblems(stderr, err)
-			return 2
-		}
-		if unowned > 0 {
-			fmt.Fprintf(stdout, "%d destination key(s) in the image were not written by mirror %q and are left alone (not differences)\n", unowned, cfg.Name)
-		}
-		if differ > 0 {
-			fmt.Fprintf(stderr, "replica mirror verify: %d difference(s) at source revision %d\n", differ, rev)
-			return 1
-		}
-		if cut != nil && rev == cut.Revision {
-			fmt.Fprintf(stdout, "source revision %d (the cutover record's) and the destination as the drain left it agree\n", rev)
-			return 0
-		}
-		fmt.Fprintf(stdout, "source revision %d and the destination agree\n", rev)
-		return 0
+	diffs, rev, err := mirror.Verify(ctx, mirror.VerifyConfig{Source: src, Dest: dst, Prefix: cfg.Prefix, DestPrefix: cfg.MappedDestPrefix(), Name: cfg.Name, Rev: cfg.Rev, PageSize: cfg.PageSize, Cutover: cut})
+	for _, d := range diffs {
+		fmt.Fprintln(stdout, d)
 	}
+	if err != nil {
+		printProblems(stderr, err)
+		return 2
+	}
+	unowned, verdict, agree := mirror.Verdict(diffs, rev, cut, cfg.Name)
+	if unowned != "" {
+		fmt.Fprintln(stdout, unowned)
+	}
+	if !agree {
+		fmt.Fprintln(stderr, verdict)
+		return 1
+	}
+	fmt.Fprintln(stdout, verdict)
+	return 0
+}
 
+// runMirrorLoop runs the mirror until ctx ends, serving its metrics.
+func runMirrorLoop(ctx context.Context, cfg config.Mirror, src, dst *clientv3.Client, lg *zap.Logger, stderr io.Writer) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	for _, u := range cfg.ListenMetricsURLs {
-		pu, _ := url.Parse(u)
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		srv := &http.Server{Addr: pu.Host, Handler: mux}
-		go func() {
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				lg.Error("metrics listener", zap.String("url", u), zap.Error(err))
-			}
-		}()
-		defer srv.Close()
-	}
-	err = mirror.Run(ctx, mirror.Config{
+	defer serveMirrorMetrics(cfg.ListenMetricsURLs, reg, lg)()
+	err := mirror.Run(ctx, mirror.Config{
 		Source: src, Dest: dst, Prefix: cfg.Prefix, DestPrefix: cfg.MappedDestPrefix(),
 		Rev: cfg.Rev, Name: cfg.Name, MaxTxnOps: cfg.MaxTxnOps, PageSize: cfg.PageSize,
 		NoLeases: cfg.NoLeases, ProgressInterval: cfg.ProgressInterval, CycleCheckInterval: cfg.CycleCheckInterval, Policy: policy(cfg), ResetPolicy: cfg.ResetPolicy, Failback: cfg.Failback,
@@ -166,6 +164,29 @@ func runMirror(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	return 0
+}
+
+// serveMirrorMetrics serves /metrics on each URL; the returned function
+// closes the listeners.
+func serveMirrorMetrics(urls []string, reg *prometheus.Registry, lg *zap.Logger) func() {
+	var srvs []*http.Server
+	for _, u := range urls {
+		pu, _ := url.Parse(u)
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		srv := &http.Server{Addr: pu.Host, Handler: mux}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				lg.Error("metrics listener", zap.String("url", u), zap.Error(err))
+			}
+		}()
+		srvs = append(srvs, srv)
+	}
+	return func() {
+		for _, srv := range srvs {
+			srv.Close()
+		}
+	}
 }
 
 func policy(cfg config.Mirror) mirror.Policy {
