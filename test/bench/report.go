@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -299,8 +300,8 @@ func windows(r Row, metric string) []float64 {
 
 // unresolved tells, for a ratio less a base whose partner and base rows
 // hold per-window figures (Row.Windows, in c's metric), whether partner −
-// base, what the ratio divides by, is not above 0 by more than two standard
-// errors (a negative one included: the base then costs more than the
+// base, what the ratio divides by (paired window by window if they have as
+// many), is not above 0 by more than two standard errors (a negative one included: the base then costs more than the
 // partner, and is no base); it returns that difference and its standard
 // error.
 func (c comparison) unresolved(rows map[string]Row) (diff, se float64, ok bool) {
@@ -308,27 +309,50 @@ func (c comparison) unresolved(rows map[string]Row) (diff, se float64, ok bool) 
 	if c.base == "" || len(pw) < 2 || len(bw) < 2 {
 		return 0, 0, false
 	}
-	mp, vp := meanVar(pw)
-	mb, vb := meanVar(bw)
-	diff = mp - mb
-	se = math.Sqrt(vp/float64(len(pw)) + vb/float64(len(bw)))
+	if len(pw) == len(bw) {
+		diff, se = pairedMean(pw, bw, func(p, b float64) float64 { return p - b })
+	} else {
+		mp, vp := meanVar(pw)
+		mb, vb := meanVar(bw)
+		diff, se = mp-mb, math.Sqrt(vp/float64(len(pw))+vb/float64(len(bw)))
+	}
 	return diff, se, diff <= 2*se
 }
 
 // ratioError is, for a ratio of two rows that both hold per-window
-// figures in c's metric (no base), the ratio's standard error from the
-// windows' spread (to first order); the report writes 2 of them.
+// figures in c's metric (no base), the ratio's standard error: of the
+// ratios of paired windows if they have as many, else from the windows'
+// spread (to first order); the report writes 2 of them.
 func (c comparison) ratioError(rows map[string]Row, ratio float64) (float64, bool) {
 	aw, pw := windows(rows[c.row], c.metric), windows(rows[c.partner], c.metric)
 	if c.base != "" || len(aw) < 2 || len(pw) < 2 {
 		return 0, false
 	}
+	if slices.Contains(pw, 0) {
+		return 0, false
+	}
+	if len(aw) == len(pw) {
+		_, se := pairedMean(aw, pw, func(a, p float64) float64 { return a / p })
+		return se, true
+	}
 	ma, va := meanVar(aw)
 	mp, vp := meanVar(pw)
-	if ma == 0 || mp == 0 {
+	if ma == 0 {
 		return 0, false
 	}
 	return math.Abs(ratio) * math.Sqrt(va/float64(len(aw))/(ma*ma)+vp/float64(len(pw))/(mp*mp)), true
+}
+
+// pairedMean is the mean of f over the pairs (xs[i], ys[i]), windows of
+// the same round, and its standard error: a drift in the machine's load
+// from round to round weighs on both of a pair alike and drops out.
+func pairedMean(xs, ys []float64, f func(x, y float64) float64) (mean, se float64) {
+	ds := make([]float64, len(xs))
+	for i := range xs {
+		ds[i] = f(xs[i], ys[i])
+	}
+	m, v := meanVar(ds)
+	return m, math.Sqrt(v / float64(len(ds)))
 }
 
 // meanVar is the mean and the sample variance of xs (two or more).

@@ -153,17 +153,28 @@ func TestRatioWithinNoiseIsNotResolved(t *testing.T) {
 }
 
 func TestRatioOfWindowedRowsHasItsError(t *testing.T) {
-	rep := report{Rows: []Row{
-		{Scenario: "headers", Name: headersOn, Windows: []float64{88, 92}, WindowsMetric: "throughput", Result: Result{Throughput: 90, Ops: 900, CPU: map[string]float64{"extra": 9}}},
-		{Scenario: "headers", Name: headersOff, Windows: []float64{98, 102}, WindowsMetric: "throughput", Result: Result{Throughput: 100, Ops: 1000, CPU: map[string]float64{"extra": 10}}},
-	}}
-	md := rep.markdown()
-	// 0.9 × √(8/2/90² + 8/2/100²) = 0.0269, twice that.
-	if want := "**0.90×** ± 0.054 | ≥ 0.98 ✗"; !strings.Contains(md, want) {
-		t.Errorf("the ratios do not say %q:\n%s", want, md)
-	}
-	// The replica's CPU per read is not what the windows hold: no error.
-	if !strings.Contains(md, "replica CPU/10k | **1.00×** | — |") {
-		t.Errorf("a ratio in another metric than the windows' has an error:\n%s", md)
+	for _, tc := range []struct {
+		name    string
+		on, off []float64
+		want    string
+	}{
+		// Paired window by window: 88/98 and 92/102, mean 0.9000, standard
+		// error 0.0020.
+		{"paired", []float64{88, 92}, []float64{98, 102}, "**0.90×** ± 0.004 | ≥ 0.98 ✗"},
+		// Not as many windows: 0.9 × √(4/3/90² + 8/2/100²) = 0.0214.
+		{"unpaired", []float64{88, 92, 90}, []float64{98, 102}, "**0.90×** ± 0.043 | ≥ 0.98 ✗"},
+	} {
+		rep := report{Rows: []Row{
+			{Scenario: "headers", Name: headersOn, Windows: tc.on, WindowsMetric: "throughput", Result: Result{Throughput: 90, Ops: 900, CPU: map[string]float64{"extra": 9}}},
+			{Scenario: "headers", Name: headersOff, Windows: tc.off, WindowsMetric: "throughput", Result: Result{Throughput: 100, Ops: 1000, CPU: map[string]float64{"extra": 10}}},
+		}}
+		md := rep.markdown()
+		if !strings.Contains(md, tc.want) {
+			t.Errorf("%s: the ratios do not say %q:\n%s", tc.name, tc.want, md)
+		}
+		// The replica's CPU per read is not what the windows hold: no error.
+		if !strings.Contains(md, "replica CPU/10k | **1.00×** | — |") {
+			t.Errorf("%s: a ratio in another metric than the windows' has an error:\n%s", tc.name, md)
+		}
 	}
 }

@@ -23,8 +23,9 @@ type Row struct {
 	// endpoints); written under its section's table.
 	Note string `json:"note,omitempty"`
 	// Windows are the row's figure in each of the windows it adds up, where
-	// it adds up several, in the report's metric WindowsMetric. A ratio in
-	// that metric is given with its error, or less a base whose
+	// it adds up several, in the report's metric WindowsMetric; rows of a
+	// scenario with as many windows measured window i in the same round.
+	// A ratio in that metric is given with its error, or less a base whose
 	// difference is not above their noise, as not resolved.
 	Windows       []float64 `json:"windows,omitempty"`
 	WindowsMetric string    `json:"windows_metric,omitempty"`
