@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/understudy-kv/understudy/conn"
 )
 
 var (
@@ -55,14 +57,9 @@ type Endpoints struct {
 	// MirrorDest are the client URLs of the cluster a mirror copies
 	// Prefix into, under the same names.
 	MirrorDest []string
-	// CACert, Cert, Key and InsecureSkipVerify configure TLS towards all
-	// three, as etcdctl's --cacert, --cert, --key,
-	// --insecure-skip-tls-verify.
-	CACert, Cert, Key  string
-	InsecureSkipVerify bool
-	// User is name or name:password; Password, if set, overrides the
-	// password in User.
-	User, Password string
+	// Credentials reach all three (etcdctl's --cacert, --cert, --key,
+	// --insecure-skip-tls-verify, --user, --password).
+	conn.Credentials
 }
 
 // Config says what to run.
@@ -165,8 +162,8 @@ func (c Config) Validate() error {
 			}
 		}
 	}
-	if (e.Cert == "") != (e.Key == "") {
-		bad("--cert and --key go together")
+	if err := e.Credentials.Validate(""); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Prefix == "" || c.Prefix == "/" {
 		bad("--prefix %q: want a prefix of its own such as /understudy-compare/ (everything under it is deleted)", c.Prefix)

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/understudy-kv/understudy/conn"
 )
 
 func TestValidateNamesEveryBadFlag(t *testing.T) {
@@ -17,7 +19,7 @@ func TestValidateNamesEveryBadFlag(t *testing.T) {
 		t.Fatalf("--local --fault replica-partition: %v", err)
 	}
 
-	bad := Config{Endpoints: Endpoints{Primary: []string{"127.0.0.1:2379"}, Cert: "c.pem"}, Prefix: "/", Duration: time.Second,
+	bad := Config{Endpoints: Endpoints{Primary: []string{"127.0.0.1:2379"}, Credentials: conn.Credentials{Cert: "c.pem"}}, Prefix: "/", Duration: time.Second,
 		Keys: 5000, Fault: "flood", Doc: "README.md"}
 	err := bad.Validate()
 	if err == nil {

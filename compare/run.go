@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
-	"go.etcd.io/etcd/client/pkg/v3/transport"
+	"github.com/understudy-kv/understudy/conn"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -131,22 +130,11 @@ func runRemote(ctx context.Context, cfg Config, opts Options) (*Analysis, error)
 }
 
 func dial(e Endpoints, urls []string, lg *zap.Logger) (*clientv3.Client, error) {
-	cfg := clientv3.Config{Endpoints: urls, DialTimeout: 5 * time.Second, Logger: lg.Named("client").WithOptions(zap.IncreaseLevel(zap.WarnLevel)),
-		DialOptions: DialOptions()}
-	if e.CACert != "" || e.Cert != "" || e.InsecureSkipVerify {
-		info := transport.TLSInfo{TrustedCAFile: e.CACert, CertFile: e.Cert, KeyFile: e.Key, InsecureSkipVerify: e.InsecureSkipVerify}
-		tc, err := info.ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("--cacert/--cert/--key: %w", err)
-		}
-		cfg.TLS = tc
+	cfg, err := conn.Flags{Endpoints: urls, Credentials: e.Credentials}.ClientConfig(lg.Named("client").WithOptions(zap.IncreaseLevel(zap.WarnLevel)))
+	if err != nil {
+		return nil, err
 	}
-	if e.User != "" {
-		cfg.Username, cfg.Password, _ = strings.Cut(e.User, ":")
-		if e.Password != "" {
-			cfg.Password = e.Password
-		}
-	}
+	cfg.DialOptions = DialOptions()
 	return clientv3.New(cfg)
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/understudy-kv/understudy/conn"
 	"github.com/understudy-kv/understudy/promotion"
 )
 
@@ -111,14 +112,14 @@ func TestRefusals(t *testing.T) {
 
 func TestConnValidate(t *testing.T) {
 	for _, c := range []struct {
-		conn Conn
+		conn conn.Flags
 		want string
 	}{
-		{Conn{}, "--endpoints: give at least one"},
-		{Conn{Endpoints: []string{"127.0.0.1:2379"}}, `--endpoints "127.0.0.1:2379"`},
-		{Conn{Endpoints: []string{"http://a:1"}, Cert: "c"}, "--cert and --key"},
+		{conn.Flags{}, "--endpoints: give at least one"},
+		{conn.Flags{Endpoints: []string{"127.0.0.1:2379"}}, `--endpoints "127.0.0.1:2379"`},
+		{conn.Flags{Endpoints: []string{"http://a:1"}, Credentials: conn.Credentials{Cert: "c"}}, "--cert and --key"},
 	} {
-		if err := c.conn.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+		if err := c.conn.Validate(""); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.conn, err, c.want)
 		}
 	}

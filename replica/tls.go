@@ -8,20 +8,13 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 
 	"github.com/understudy-kv/understudy/config"
+	"github.com/understudy-kv/understudy/conn"
 )
 
 // clientTLS is the client side of t, for talking to urls: nil when
 // neither t nor the URLs ask for TLS.
 func clientTLS(t config.TLS, urls []string) (*tls.Config, error) {
-	https := false
-	for _, u := range urls {
-		https = https || strings.HasPrefix(u, "https://")
-	}
-	if !https && !t.Enabled() {
-		return nil, nil
-	}
-	info := transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile}
-	c, err := info.ClientConfig()
+	c, err := conn.Credentials{CACert: t.TrustedCAFile, Cert: t.CertFile, Key: t.KeyFile}.TLS(urls)
 	if err != nil {
 		return nil, fmt.Errorf("replica: TLS client configuration: %w", err)
 	}

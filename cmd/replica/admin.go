@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/understudy-kv/understudy/config"
+	"github.com/understudy-kv/understudy/conn"
 	"github.com/understudy-kv/understudy/membership"
 	"github.com/understudy-kv/understudy/promotion"
 )
@@ -33,7 +34,7 @@ Flags:
 `
 
 type adminFlags struct {
-	conn  membership.Conn
+	conn  conn.Flags
 	write string
 	force bool
 	rule  promotion.Config
@@ -53,10 +54,7 @@ func newAdminFlags(a *adminFlags) *flag.FlagSet {
 	fs.BoolVar(&a.force, "force", false, "promote: skip understudy's check; etcd's own still applies.")
 	fs.Uint64Var(&a.rule.MaxLag, "promote-max-lag", a.rule.MaxLag, "Most entries behind the leader's commit a learner may be to be promoted.")
 	fs.DurationVar(&a.rule.LeaderContact, "promote-leader-contact", a.rule.LeaderContact, "A learner must have heard from the leader within this long to be promoted.")
-	fs.StringVar(&a.conn.CACert, "cacert", "", "CA bundle to verify the members' certificates (etcdctl's --cacert).")
-	fs.StringVar(&a.conn.Cert, "cert", "", "Client TLS certificate (etcdctl's --cert).")
-	fs.StringVar(&a.conn.Key, "key", "", "Client TLS key (etcdctl's --key).")
-	fs.StringVar(&a.conn.User, "user", "", "name or name:password (etcdctl's --user).")
+	a.conn.Register(fs, "", "the members'")
 	return fs
 }
 

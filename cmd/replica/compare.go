@@ -58,12 +58,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.Func("primary", "Voters' client URLs, comma-separated: the writer and the leader path.", urls(&e.Primary))
 	fs.Func("replica", "The replica's client URL.", urls(&e.Replica))
 	fs.Func("mirror-dest", "Client URLs of the cluster a mirror copies --prefix into.", urls(&e.MirrorDest))
-	fs.StringVar(&e.CACert, "cacert", "", "CA bundle to verify the members' certificates (etcdctl's --cacert).")
-	fs.StringVar(&e.Cert, "cert", "", "Client TLS certificate (etcdctl's --cert).")
-	fs.StringVar(&e.Key, "key", "", "Client TLS key (etcdctl's --key).")
-	fs.BoolVar(&e.InsecureSkipVerify, "insecure-skip-tls-verify", false, "Do not verify the members' certificates (etcdctl's flag).")
-	fs.StringVar(&e.User, "user", "", "name or name:password (etcdctl's --user).")
-	fs.StringVar(&e.Password, "password", os.Getenv("UNDERSTUDY_PASSWORD"), "Password, if not in --user (default $UNDERSTUDY_PASSWORD).")
+	e.Credentials.Register(fs, "", "the members'")
 	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "Key prefix compare owns: must be empty; deleted when done.")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "How long the workload runs, fault included.")
 	fs.IntVar(&cfg.Rate, "rate", cfg.Rate, "The writer's puts per second.")
@@ -72,7 +67,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.IntVar(&cfg.ReadRate, "read-rate", cfg.ReadRate, "Reads per second of each reader.")
 	fs.DurationVar(&cfg.Bound, "bound", cfg.Bound, "Staleness bound the replica-bounded path asks for (understudy-max-staleness).")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "Timeout of every request.")
-	fs.Func("fault", "With --local: none, replica-partition, mirror-kill or leader-kill.", func(s string) error { cfg.Fault = compare.Fault(s); return nil })
+	fs.Func("fault", "With --local: none, replica-partition, mirror-kill, leader-kill or quorum-loss.", func(s string) error { cfg.Fault = compare.Fault(s); return nil })
 	fs.DurationVar(&cfg.FaultAt, "fault-at", cfg.FaultAt, "When the fault starts (default a third of --duration).")
 	fs.DurationVar(&cfg.FaultDuration, "fault-duration", cfg.FaultDuration, "How long the fault lasts (default a third of --duration).")
 	fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "After the workload, how long to wait for the watches to deliver the last write before counting what is missing as lost.")
@@ -90,7 +85,13 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "replica compare: %v (replica compare --help lists the flags)\n", err)
 		return 2
 	}
-	cfg.Command = "go run ./cmd/replica compare " + strings.Join(args, " ")
+	if e.Password == "" {
+		e.Password = os.Getenv("UNDERSTUDY_PASSWORD") // --password wins; the environment keeps it out of ps
+	}
+	cfg.Command = "replica compare " + strings.Join(args, " ")
+	if cfg.Local {
+		cfg.Command = "go run -tags localcompare ./cmd/replica compare " + strings.Join(args, " ")
+	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "replica compare: %q: unexpected argument\n", fs.Arg(0))
 		return 2

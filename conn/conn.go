@@ -1,0 +1,117 @@
+// Package conn turns etcdctl's connection flags into client
+// configurations: one type for every command that talks to a cluster as a
+// client (replica status/promote/leave, compare, mirror's two sides) and
+// for the replica's own clients, so that TLS, auth and their errors read
+// the same everywhere.
+package conn
+
+import (
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Credentials are how a client proves itself and checks the servers:
+// etcdctl's --cacert, --cert, --key, --insecure-skip-tls-verify, --user and
+// --password.
+type Credentials struct {
+	CACert, Cert, Key  string
+	InsecureSkipVerify bool
+	// User is name or name:password; Password, if set, wins over the
+	// password in User.
+	User, Password string
+}
+
+// Flags are a cluster's client URLs and the credentials to reach them.
+type Flags struct {
+	Endpoints []string
+	Credentials
+}
+
+// Register adds the credentials' flags to fs, each name after prefix
+// ("source-" gives --source-cacert); what names the servers in the help
+// text ("the source cluster's").
+func (c *Credentials) Register(fs *flag.FlagSet, prefix, what string) {
+	fs.StringVar(&c.CACert, prefix+"cacert", c.CACert, "CA bundle to verify "+what+" TLS certificates (etcdctl's --cacert).")
+	fs.StringVar(&c.Cert, prefix+"cert", c.Cert, "Client TLS certificate for "+what+" members (etcdctl's --cert).")
+	fs.StringVar(&c.Key, prefix+"key", c.Key, "Client TLS key (etcdctl's --key).")
+	fs.BoolVar(&c.InsecureSkipVerify, prefix+"insecure-skip-tls-verify", c.InsecureSkipVerify, "Do not verify "+what+" TLS certificates (etcdctl's flag).")
+	fs.StringVar(&c.User, prefix+"user", c.User, "User, as name or name:password (etcdctl's --user).")
+	fs.StringVar(&c.Password, prefix+"password", c.Password, "Password, if not in --"+prefix+"user (etcdctl's --password).")
+}
+
+// Validate names, with prefix, every flag that is wrong.
+func (c Credentials) Validate(prefix string) error {
+	var errs []error
+	if (c.Cert == "") != (c.Key == "") {
+		errs = append(errs, fmt.Errorf("--%scert and --%skey: give both or neither", prefix, prefix))
+	}
+	if c.Password != "" && c.User == "" {
+		errs = append(errs, fmt.Errorf("--%spassword: needs --%suser", prefix, prefix))
+	}
+	return errors.Join(errs...)
+}
+
+// UserPassword splits User and applies Password.
+func (c Credentials) UserPassword() (user, password string) {
+	user, password, _ = strings.Cut(c.User, ":")
+	if c.Password != "" {
+		password = c.Password
+	}
+	return user, password
+}
+
+// TLS is the client TLS configuration towards endpoints: nil when neither
+// the credentials nor an https:// endpoint ask for TLS.
+func (c Credentials) TLS(endpoints []string) (*tls.Config, error) {
+	https := false
+	for _, e := range endpoints {
+		https = https || strings.HasPrefix(e, "https://")
+	}
+	if !https && c.CACert == "" && c.Cert == "" && !c.InsecureSkipVerify {
+		return nil, nil
+	}
+	info := transport.TLSInfo{TrustedCAFile: c.CACert, CertFile: c.Cert, KeyFile: c.Key, InsecureSkipVerify: c.InsecureSkipVerify}
+	tc, err := info.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("TLS from CA %q, certificate %q, key %q: %w", c.CACert, c.Cert, c.Key, err)
+	}
+	return tc, nil
+}
+
+// Validate names, with prefix, every flag that is wrong: endpoints must be
+// http:// or https:// URLs.
+func (f Flags) Validate(prefix string) error {
+	var errs []error
+	if len(f.Endpoints) == 0 {
+		errs = append(errs, fmt.Errorf("--%sendpoints: give at least one client URL", prefix))
+	}
+	for _, e := range f.Endpoints {
+		if !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
+			errs = append(errs, fmt.Errorf("--%sendpoints %q: want http:// or https:// URLs", prefix, e))
+		}
+	}
+	return errors.Join(append(errs, f.Credentials.Validate(prefix))...)
+}
+
+// ClientConfig is the clientv3 configuration for f: its endpoints, TLS and
+// user, a 5s dial timeout, and lg for the client's own logs (nil: none).
+func (f Flags) ClientConfig(lg *zap.Logger) (clientv3.Config, error) {
+	tc, err := f.TLS(f.Endpoints)
+	if err != nil {
+		return clientv3.Config{}, err
+	}
+	if lg == nil {
+		lg = zap.NewNop()
+	}
+	user, password := f.UserPassword()
+	return clientv3.Config{Endpoints: f.Endpoints, TLS: tc, DialTimeout: 5 * time.Second,
+		Username: user, Password: password, Logger: lg}, nil
+}
