@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/server/v3/etcdserver/txn"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/understudy-kv/understudy/readindex"
 )
 
 // kvServer serves etcd's KV service from the replica's own store. Reads are
@@ -19,7 +22,8 @@ import (
 type kvServer struct {
 	pb.UnimplementedKVServer
 	etcd         pb.KVServer
-	fresh        *Freshness
+	clock        clockwork.Clock
+	fresh        *readindex.Freshness
 	maxStaleness time.Duration
 	// reqTimeout bounds a strong or bounded read's wait for a round, as
 	// etcd's request timeout bounds its own ReadIndex wait, whether or not
@@ -136,7 +140,7 @@ func (s *kvServer) readMode(ctx context.Context, serializable bool) (string, err
 		return modeWeak, nil
 	}
 	s.fresh.Demand()
-	need := s.fresh.clock.Now().Add(-bound)
+	need := s.clock.Now().Add(-bound)
 	if s.fresh.AsOf().Before(need) {
 		s.m.boundedWaits.Inc()
 		if err := s.fresh.WaitFresh(wctx, need); err != nil {

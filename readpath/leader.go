@@ -8,6 +8,8 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
+
+	"github.com/understudy-kv/understudy/readindex"
 )
 
 // maxNoLeaderCnt is how many election timeouts without a leader end open
@@ -21,7 +23,7 @@ const maxNoLeaderCnt = 3
 // its leader after one, randomised), by raft's own traffic (LeaderContact),
 // whatever --freshness-interval is.
 type leaderWatch struct {
-	contact       *LeaderContact
+	contact       *readindex.LeaderContact
 	clock         clockwork.Clock
 	election      time.Duration
 	noLeaderAfter time.Duration
@@ -30,7 +32,7 @@ type leaderWatch struct {
 	streams map[*leaderStream]struct{}
 }
 
-func newLeaderWatch(contact *LeaderContact, clock clockwork.Clock, election time.Duration) *leaderWatch {
+func newLeaderWatch(contact *readindex.LeaderContact, clock clockwork.Clock, election time.Duration) *leaderWatch {
 	return &leaderWatch{contact: contact, clock: clock, election: election, noLeaderAfter: 2 * election, streams: map[*leaderStream]struct{}{}}
 }
 

@@ -10,6 +10,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
+
+	"github.com/understudy-kv/understudy/readindex"
 )
 
 func TestProposes(t *testing.T) {
@@ -42,11 +44,16 @@ func TestProposes(t *testing.T) {
 	}
 }
 
+// silentTransport is a raft transport that receives nothing.
+type silentTransport struct{}
+
+func (silentTransport) ReceivedFrom(uint64) float64 { return 0 }
+
 func TestNoLeaderRefusesProposalsOnly(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	leader := uint64(1)
-	lw := newLeaderWatch(NewLeaderContact(clock, func() ContactSample { return ContactSample{Leader: leader} }), clock, time.Second)
-	ic := unaryInterceptor(lw, NewMetrics(nil, func() float64 { return 0 }), "", nil, func() time.Duration { return 0 })
+	lw := newLeaderWatch(readindex.NewLeaderContact(clock, func() uint64 { return leader }, silentTransport{}), clock, time.Second)
+	ic := unaryInterceptor(lw, NewMetrics(nil), "", nil, func() time.Duration { return 0 })
 	call := func(method string, req any) (bool, error) {
 		called := false
 		_, err := ic(context.Background(), req, &grpc.UnaryServerInfo{FullMethod: method}, func(context.Context, any) (any, error) {

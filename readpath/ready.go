@@ -10,6 +10,10 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/understudy-kv/understudy/readindex"
 )
 
 // Readiness checks of a replica, beside etcd's own readyz checks.
@@ -44,10 +48,11 @@ type ReadyConfig struct {
 // replica is a learner.
 type readiness struct {
 	cfg      ReadyConfig
+	clock    clockwork.Clock
 	election time.Duration
 	applied  func() (applied, committed uint64)
-	contact  *LeaderContact
-	fresh    *Freshness
+	contact  *readindex.LeaderContact
+	fresh    *readindex.Freshness
 }
 
 func (r *readiness) checks() map[string]func(context.Context) error {
@@ -67,7 +72,7 @@ func (r *readiness) checks() map[string]func(context.Context) error {
 			if leader == 0 {
 				return fmt.Errorf("no leader known")
 			}
-			return fmt.Errorf("leader %x last heard from %v ago (at most one election timeout, %v)", leader, r.contact.clock.Since(at).Round(time.Millisecond), r.election)
+			return fmt.Errorf("leader %x last heard from %v ago (at most one election timeout, %v)", leader, r.clock.Since(at).Round(time.Millisecond), r.election)
 		},
 		checkFreshness: func(context.Context) error {
 			if age := r.fresh.Age(); age > r.cfg.MaxStaleness {

@@ -63,6 +63,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/understudy-kv/understudy/readindex"
 )
 
 // Config configures a Front.
@@ -111,11 +113,12 @@ type Config struct {
 	// --grpc-keepalive-min-time, -interval and -timeout).
 	KeepAlive KeepAlive
 	// Via, if it names URLs, obtains read indexes from other replicas of
-	// the cluster rather than from the leader (see via.go).
-	Via ViaConfig
+	// the cluster rather than from the leader (see readindex/protocol.go).
+	Via readindex.ViaConfig
 	// Gatherer is where etcd's own metrics are read from (its raft
-	// transport's received bytes tell leader contact); nil means
-	// prometheus.DefaultGatherer, where etcd registers them.
+	// transport's received bytes tell leader contact, see
+	// contact_metric.go); nil means prometheus.DefaultGatherer, where etcd
+	// registers them.
 	Gatherer prometheus.Gatherer
 }
 
@@ -164,8 +167,9 @@ type Front struct {
 	s          *etcdserver.EtcdServer
 	tls        *tls.Config
 	grpc       *grpc.Server
-	fresh      *Freshness
-	contact    *LeaderContact
+	ri         *readindex.Tracker
+	fresh      *readindex.Freshness
+	contact    *readindex.LeaderContact
 	m          *Metrics
 	v3c        *clientv3.Client
 	gw         *gateway
@@ -196,7 +200,9 @@ func New(cfg Config) (*Front, error) {
 	s := cfg.Server
 	f := &Front{lg: cfg.Logger, s: s, tls: cfg.TLS}
 	election := time.Duration(s.Cfg.TickMs) * time.Duration(s.Cfg.ElectionTicks) * time.Millisecond
-	f.newFreshness(cfg, election)
+	if err := f.newFreshness(cfg, election); err != nil {
+		return nil, err
+	}
 	lw := newLeaderWatch(f.contact, cfg.Clock, election)
 	f.newGRPC(cfg, lw)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -206,30 +212,33 @@ func New(cfg Config) (*Front, error) {
 		_ = f.v3c.Close()
 		return nil, err
 	}
-	f.start(ctx, lw, election)
+	f.start(ctx, lw)
 	return f, nil
 }
 
-// newFreshness builds the ReadIndex machinery: leader contact, the
-// freshness tracker with its rounds (through hubs with cfg.Via) and the
-// metrics that watch them.
-func (f *Front) newFreshness(cfg Config, election time.Duration) {
+// newFreshness builds the ReadIndex machinery (package readindex) on the
+// member, with leader contact from its raft transport's received bytes, and
+// the front's metrics.
+func (f *Front) newFreshness(cfg Config, election time.Duration) error {
 	s := cfg.Server
-	f.contact = NewLeaderContact(cfg.Clock, etcdContactSample(cfg.Gatherer, s.Lead))
-	f.fresh = NewFreshness(cfg.Logger, cfg.Clock, cfg.FreshnessInterval, cfg.ReadBatchInterval, s.Cfg.ReqTimeout(), s.LinearizableReadNotify,
-		func(d time.Duration, own bool, err error) {
-			f.m.observeRound(d.Seconds(), err)
-			if own && err == nil { // the leader answered a round that started d ago
-				f.contact.Heard(cfg.Clock.Now().Add(-d))
-			}
-		})
-	if len(cfg.Via.URLs) > 0 {
-		v := newViaRounds(cfg.Logger.Named("via"), cfg.Via, cfg.Clock, etcdViaLocal(s, f.contact, election), s.LinearizableReadNotify, cfg.Registerer)
-		f.fresh.via, f.fresh.shared = v.round, v.useHub
+	ri, err := readindex.New(readindex.Config{
+		Logger:        cfg.Logger,
+		Registerer:    cfg.Registerer,
+		Clock:         cfg.Clock,
+		Interval:      cfg.FreshnessInterval,
+		IdleInterval:  cfg.FreshnessIdleInterval,
+		BatchInterval: cfg.ReadBatchInterval,
+		BatchMaxWait:  cfg.ReadBatchMaxWait,
+		RoundTimeout:  s.Cfg.ReqTimeout(),
+		Election:      election,
+		Via:           cfg.Via,
+	}, etcdMember{s}, metricContact{cfg.Gatherer})
+	if err != nil {
+		return err
 	}
-	f.fresh.idleInterval = cfg.FreshnessIdleInterval
-	f.fresh.batch.maxWait = cfg.ReadBatchMaxWait
-	f.m = NewMetrics(cfg.Registerer, func() float64 { return min(f.fresh.Age().Seconds(), math.MaxInt32) })
+	f.ri, f.fresh, f.contact = ri, ri.Freshness(), ri.Contact()
+	f.m = NewMetrics(cfg.Registerer)
+	return nil
 }
 
 // newGRPC builds the gRPC server: etcd's services, the read path's in
@@ -254,7 +263,7 @@ func (f *Front) newGRPC(cfg Config, lw *leaderWatch) {
 	if !cfg.OmitAnswerHeaders {
 		answer = &answerHeader{age: f.fresh.Age, hasLeader: lw.hasLeader, rev: func() int64 { return s.KV().Rev() }}
 	}
-	pb.RegisterKVServer(f.grpc, &kvServer{etcd: v3rpc.NewQuotaKVServer(s), fresh: f.fresh, maxStaleness: cfg.MaxStaleness, reqTimeout: s.Cfg.ReqTimeout(), m: m, answer: answer})
+	pb.RegisterKVServer(f.grpc, &kvServer{etcd: v3rpc.NewQuotaKVServer(s), clock: cfg.Clock, fresh: f.fresh, maxStaleness: cfg.MaxStaleness, reqTimeout: s.Cfg.ReqTimeout(), m: m, answer: answer})
 	pb.RegisterWatchServer(f.grpc, &watchServer{WatchServer: v3rpc.NewWatchServer(s), m: m, answer: answer})
 	pb.RegisterLeaseServer(f.grpc, v3rpc.NewQuotaLeaseServer(s))
 	pb.RegisterClusterServer(f.grpc, v3rpc.NewClusterServer(s))
@@ -275,42 +284,36 @@ func (f *Front) newHTTP(ctx context.Context, cfg Config, election time.Duration)
 		return err
 	}
 	f.gw = gw
-	ready := &readiness{cfg: cfg.Ready, election: election, contact: f.contact, fresh: f.fresh,
+	ready := &readiness{cfg: cfg.Ready, clock: cfg.Clock, election: election, contact: f.contact, fresh: f.fresh,
 		applied: func() (uint64, uint64) { return s.AppliedIndex(), s.CommittedIndex() }}
 	mux := clientMux(cfg.Logger, s, gw, ready)
-	mux.Handle(PathReadIndex, readIndexHandler(f.fresh, func() readIndexAnswer {
-		return readIndexAnswer{Cluster: clusterHex(uint64(s.Cluster().ID())), Member: clusterHex(uint64(s.MemberID())), Term: s.Term(), Index: s.AppliedIndex()}
+	mux.Handle(readindex.Path, readIndexHandler(f.fresh, func() readindex.Answer {
+		return readindex.NewAnswer(uint64(s.Cluster().ID()), uint64(s.MemberID()), s.Term(), s.AppliedIndex())
 	}, authorizeRead(s), s.Cfg.ReqTimeout()))
 	f.clientMux = mux
 	f.metricsMux = metricsMux(cfg.Logger, s, ready)
 	return nil
 }
 
-// start runs the front's three loops until Stop: freshness rounds, the
-// leader watch, and leader-contact samples.
-func (f *Front) start(ctx context.Context, lw *leaderWatch, election time.Duration) {
-	f.wg.Add(3)
+// start runs the front's loops until Stop: the ReadIndex machinery's
+// (freshness rounds, leader-contact samples) and the leader watch.
+func (f *Front) start(ctx context.Context, lw *leaderWatch) {
+	f.wg.Add(2)
 	go func() {
 		defer f.wg.Done()
-		f.fresh.Run(ctx)
+		f.ri.Run(ctx)
 	}()
 	go func() {
 		defer f.wg.Done()
 		lw.run(ctx)
 	}()
-	go func() {
-		defer f.wg.Done()
-		// A sample every quarter election timeout: a lost leader shows
-		// within 1.25 election timeouts at most.
-		f.contact.Run(ctx, election/4)
-	}()
 }
 
 // Freshness is the front's freshness tracker.
-func (f *Front) Freshness() *Freshness { return f.fresh }
+func (f *Front) Freshness() *readindex.Freshness { return f.fresh }
 
 // Contact is the front's leader-contact tracker.
-func (f *Front) Contact() *LeaderContact { return f.contact }
+func (f *Front) Contact() *readindex.LeaderContact { return f.contact }
 
 // LastLeaderContact is when the replica last heard from its leader (by raft
 // traffic or a completed ReadIndex round); zero with no leader known.
@@ -356,28 +359,4 @@ func (w *watchServer) Watch(stream pb.Watch_WatchServer) error {
 		_ = stream.SendHeader(w.answer.header(modeWeak)) // fails only if the stream is gone
 	}
 	return w.WatchServer.Watch(stream)
-}
-
-// etcdViaLocal is what a replica's own member knows, for rounds through
-// hubs: the cluster and its member list (replicated by raft), its term,
-// commit index and applied index, and whether its raft heard from the
-// leader within an election timeout.
-func etcdViaLocal(s *etcdserver.EtcdServer, contact *LeaderContact, election time.Duration) viaLocal {
-	return viaLocal{
-		cluster: clusterHex(uint64(s.Cluster().ID())),
-		members: func() []hubMember {
-			ms := s.Cluster().Members()
-			out := make([]hubMember, 0, len(ms))
-			for _, m := range ms {
-				if m.ID != s.MemberID() {
-					out = append(out, hubMember{ID: uint64(m.ID), ClientURLs: m.ClientURLs})
-				}
-			}
-			return out
-		},
-		term:      s.Term,
-		committed: s.CommittedIndex,
-		applyWait: s.ApplyWait,
-		contact:   func() bool { return contact.HeardWithin(election) },
-	}
 }

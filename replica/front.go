@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/understudy-kv/understudy/config"
+	"github.com/understudy-kv/understudy/readindex"
 	"github.com/understudy-kv/understudy/readpath"
 )
 
@@ -78,8 +79,8 @@ func newFront(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cl
 
 // viaConfig is how the front asks --read-index-via hubs: TLS as towards the
 // cluster, and with --user a login token for hubs with auth on.
-func viaConfig(cfg config.Replica, cli *clientv3.Client) (readpath.ViaConfig, error) {
-	via := readpath.ViaConfig{URLs: cfg.ReadIndexVia, Timeout: cfg.ReadIndexViaTimeout}
+func viaConfig(cfg config.Replica, cli *clientv3.Client) (readindex.ViaConfig, error) {
+	via := readindex.ViaConfig{URLs: cfg.ReadIndexVia, Timeout: cfg.ReadIndexViaTimeout}
 	if len(via.URLs) == 0 {
 		return via, nil
 	}

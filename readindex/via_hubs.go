@@ -1,4 +1,4 @@
-package readpath
+package readindex
 
 import (
 	"net"
@@ -99,18 +99,11 @@ func (h *hubHealth) answered(hub string, now time.Time, latency time.Duration) t
 	return h.failed(hub, now)
 }
 
-// hubMember is a member of the replica's cluster as its own member list
-// (replicated through raft) names it.
-type hubMember struct {
-	ID         uint64
-	ClientURLs []string
-}
-
 // memberAt finds the member that advertises hub as a client URL.
-func memberAt(members []hubMember, hub string) (hubMember, bool) {
+func memberAt(members []Peer, hub string) (Peer, bool) {
 	want, ok := normalURL(hub)
 	if !ok {
-		return hubMember{}, false
+		return Peer{}, false
 	}
 	for _, m := range members {
 		for _, u := range m.ClientURLs {
@@ -119,7 +112,7 @@ func memberAt(members []hubMember, hub string) (hubMember, bool) {
 			}
 		}
 	}
-	return hubMember{}, false
+	return Peer{}, false
 }
 
 // normalURL is scheme://host:port of u, lower case, with the scheme's

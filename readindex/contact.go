@@ -1,4 +1,4 @@
-package readpath
+package readindex
 
 import (
 	"context"
@@ -6,21 +6,13 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-	"go.etcd.io/etcd/client/pkg/v3/types"
 )
 
-// peerReceivedBytes is etcd's count of raft bytes a member has received,
-// labelled by the sending member (rafthttp: every message of the stream and
-// pipeline transports, heartbeats included).
-const peerReceivedBytes = "etcd_network_peer_received_bytes_total"
-
-// ContactSample is one look at the member's raft transport: whom it takes
-// for leader, and how many raft bytes it has received from that member.
-type ContactSample struct {
-	Leader   uint64
-	Received float64
+// contactSample is one look at the member: whom its raft takes for leader,
+// and how much raft traffic its transport has received from that member.
+type contactSample struct {
+	leader   uint64
+	received float64
 }
 
 // LeaderContact knows when the replica last heard from its leader, by raft's
@@ -35,23 +27,33 @@ type ContactSample struct {
 // message from the new leader), or at which a freshness round that reached
 // the leader started — whichever is later.
 type LeaderContact struct {
-	clock  clockwork.Clock
-	sample func() ContactSample
+	clock clockwork.Clock
+	lead  func() uint64
+	src   ContactSource
 
 	mu struct {
 		sync.Mutex
-		prev ContactSample
+		prev contactSample
 		last time.Time
 	}
 }
 
 // NewLeaderContact returns a tracker that counts the member as having heard
-// from its leader now (it has just caught up) and learns more from sample.
-func NewLeaderContact(clock clockwork.Clock, sample func() ContactSample) *LeaderContact {
-	c := &LeaderContact{clock: clock, sample: sample}
-	c.mu.prev = sample()
+// from its leader now (it has just caught up) and learns more from samples:
+// whom lead (raft: Member.Lead) names leader, and src's count for it.
+func NewLeaderContact(clock clockwork.Clock, lead func() uint64, src ContactSource) *LeaderContact {
+	c := &LeaderContact{clock: clock, lead: lead, src: src}
+	c.mu.prev = c.sample()
 	c.mu.last = clock.Now()
 	return c
+}
+
+func (c *LeaderContact) sample() contactSample {
+	s := contactSample{leader: c.lead()}
+	if s.leader != 0 {
+		s.received = c.src.ReceivedFrom(s.leader)
+	}
+	return s
 }
 
 // Observe takes one sample.
@@ -60,7 +62,7 @@ func (c *LeaderContact) Observe() {
 	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s.Leader != 0 && (s.Leader != c.mu.prev.Leader || s.Received != c.mu.prev.Received) {
+	if s.leader != 0 && (s.leader != c.mu.prev.leader || s.received != c.mu.prev.received) {
 		c.mu.last = now
 	}
 	c.mu.prev = s
@@ -81,7 +83,7 @@ func (c *LeaderContact) Heard(t time.Time) {
 func (c *LeaderContact) Last() (leader uint64, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.mu.prev.Leader, c.mu.last
+	return c.mu.prev.leader, c.mu.last
 }
 
 // HeardWithin reports a known leader heard from within d.
@@ -102,44 +104,4 @@ func (c *LeaderContact) Run(ctx context.Context, period time.Duration) {
 			c.Observe()
 		}
 	}
-}
-
-// etcdContactSample samples a member through etcd's own metrics in g (the
-// registry etcd's rafthttp registers on: prometheus.DefaultGatherer).
-func etcdContactSample(g prometheus.Gatherer, leader func() uint64) func() ContactSample {
-	return func() ContactSample {
-		s := ContactSample{Leader: leader()}
-		if s.Leader == 0 {
-			return s
-		}
-		s.Received = receivedFrom(g, types.ID(s.Leader).String())
-		return s
-	}
-}
-
-func receivedFrom(g prometheus.Gatherer, from string) float64 {
-	mfs, err := g.Gather()
-	if err != nil && len(mfs) == 0 {
-		return 0
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != peerReceivedBytes {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if labelIs(m, "From", from) {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
-func labelIs(m *dto.Metric, name, value string) bool {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue() == value
-		}
-	}
-	return false
 }

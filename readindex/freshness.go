@@ -1,4 +1,4 @@
-package readpath
+package readindex
 
 import (
 	"context"

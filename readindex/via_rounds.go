@@ -1,4 +1,4 @@
-package readpath
+package readindex
 
 import (
 	"context"
@@ -38,10 +38,10 @@ type ViaConfig struct {
 
 // viaLocal is what the asking replica knows by its own raft.
 type viaLocal struct {
-	// cluster is the cluster ID, as clusterHex writes it.
+	// cluster is the cluster ID, as idHex writes it.
 	cluster string
 	// members is the cluster's member list.
-	members func() []hubMember
+	members func() []Peer
 	// term and committed are the replica's raft term and commit index.
 	term, committed func() uint64
 	// applyWait is closed once index is applied here.
@@ -220,12 +220,12 @@ func (v *viaRounds) viaHub(ctx context.Context, hub string) error {
 
 // checkAnswer refuses an answer that is not from member of cluster, or
 // that is older than what the replica knew when it asked (term, committed).
-func checkAnswer(a readIndexAnswer, cluster string, member, term, committed uint64) error {
+func checkAnswer(a Answer, cluster string, member, term, committed uint64) error {
 	switch {
 	case a.Cluster != cluster:
 		return reject(reasonWrongCluster, "hub is in cluster %q, this replica in %s", a.Cluster, cluster)
-	case a.Member != clusterHex(member):
-		return reject(reasonWrongMember, "hub answers as member %q, but the member at its URL is %s", a.Member, clusterHex(member))
+	case a.Member != idHex(member):
+		return reject(reasonWrongMember, "hub answers as member %q, but the member at its URL is %s", a.Member, idHex(member))
 	case a.Term < term:
 		return reject(reasonStaleTerm, "hub answers in term %d, this replica is in term %d", a.Term, term)
 	case a.Index == 0 || a.Index < committed:
@@ -275,37 +275,37 @@ func (v *viaRounds) token(ctx context.Context) (string, error) {
 }
 
 // ask requests hub's read index, within the timeout.
-func (v *viaRounds) ask(ctx context.Context, hub, token string) (readIndexAnswer, error) {
+func (v *viaRounds) ask(ctx context.Context, hub, token string) (Answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, v.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(hub, "/")+PathReadIndex, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(hub, "/")+Path, nil)
 	if err != nil {
-		return readIndexAnswer{}, reject(reasonMalformed, "%w", err)
+		return Answer{}, reject(reasonMalformed, "%w", err)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", token)
 	}
 	resp, err := v.cfg.Client.Do(req)
 	if err != nil {
-		return readIndexAnswer{}, reject(reasonUnreachable, "%w", err)
+		return Answer{}, reject(reasonUnreachable, "%w", err)
 	}
 	defer resp.Body.Close()
 	if strings.HasPrefix(hub, "https://") && (resp.TLS == nil || len(resp.TLS.VerifiedChains) == 0) {
-		return readIndexAnswer{}, reject(reasonTLS, "hub's certificate was not verified (the client skips verification?)")
+		return Answer{}, reject(reasonTLS, "hub's certificate was not verified (the client skips verification?)")
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if err != nil {
-		return readIndexAnswer{}, reject(reasonUnreachable, "%w", err)
+		return Answer{}, reject(reasonUnreachable, "%w", err)
 	}
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return readIndexAnswer{}, reject(reasonUnauthorized, "%s: %s (give the replica --user, or a client certificate of a user)", resp.Status, body)
+		return Answer{}, reject(reasonUnauthorized, "%s: %s (give the replica --user, or a client certificate of a user)", resp.Status, body)
 	case resp.StatusCode != http.StatusOK:
-		return readIndexAnswer{}, reject(reasonRefused, "%s: %s", resp.Status, body)
+		return Answer{}, reject(reasonRefused, "%s: %s", resp.Status, body)
 	}
-	var a readIndexAnswer
+	var a Answer
 	if err := json.Unmarshal(body, &a); err != nil {
-		return readIndexAnswer{}, reject(reasonMalformed, "answer %q: %w", body, err)
+		return Answer{}, reject(reasonMalformed, "answer %q: %w", body, err)
 	}
 	return a, nil
 }

@@ -1,4 +1,4 @@
-package readpath
+package readindex
 
 import (
 	"sync"
@@ -8,28 +8,43 @@ import (
 	"github.com/jonboulle/clockwork"
 )
 
+// fakeTransport is raft's leader and the transport's count of what came
+// from each member.
 type fakeTransport struct {
-	mu sync.Mutex
-	s  ContactSample
+	mu       sync.Mutex
+	leader   uint64
+	received map[uint64]float64
 }
+
+var _ ContactSource = (*fakeTransport)(nil)
 
 func (f *fakeTransport) set(leader uint64, received float64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.s = ContactSample{Leader: leader, Received: received}
+	f.leader = leader
+	if f.received == nil {
+		f.received = map[uint64]float64{}
+	}
+	f.received[leader] = received
 }
 
-func (f *fakeTransport) sample() ContactSample {
+func (f *fakeTransport) lead() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.s
+	return f.leader
+}
+
+func (f *fakeTransport) ReceivedFrom(id uint64) float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.received[id]
 }
 
 func TestLeaderContactFollowsRaftTrafficNotRounds(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	tr := &fakeTransport{}
 	tr.set(7, 100)
-	c := NewLeaderContact(clock, tr.sample)
+	c := NewLeaderContact(clock, tr.lead, tr)
 	election := time.Second
 
 	if !c.HeardWithin(election) {

@@ -1,0 +1,32 @@
+package readpath
+
+import (
+	"go.etcd.io/etcd/server/v3/etcdserver"
+
+	"github.com/understudy-kv/understudy/readindex"
+)
+
+// etcdMember is the replica's embedded member as the ReadIndex machinery
+// needs it (readindex.Member): *etcdserver.EtcdServer has the raft and
+// round methods, and the cluster's identity and member list are turned
+// from etcd's types into readindex's here.
+type etcdMember struct{ *etcdserver.EtcdServer }
+
+var _ readindex.Member = etcdMember{}
+
+// ClusterID is the cluster's ID.
+func (m etcdMember) ClusterID() uint64 { return uint64(m.Cluster().ID()) }
+
+// Peers are the cluster's members other than this one, with their client
+// URLs, by the member's raft-replicated member list.
+func (m etcdMember) Peers() []readindex.Peer {
+	ms := m.Cluster().Members()
+	self := m.MemberID()
+	out := make([]readindex.Peer, 0, len(ms))
+	for _, p := range ms {
+		if p.ID != self {
+			out = append(out, readindex.Peer{ID: uint64(p.ID), ClientURLs: p.ClientURLs})
+		}
+	}
+	return out
+}
