@@ -6,17 +6,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/understudy-kv/understudy/conn"
 )
 
-// MirrorSide is how the mirror reaches one cluster.
-type MirrorSide struct {
-	Endpoints []string
-	// TLS: a CA bundle to verify the servers, and a client certificate.
-	CACert, Cert, Key  string
-	InsecureSkipVerify bool
-	// User is "name" or "name:password"; Password, if set, wins.
-	User, Password string
-}
+// MirrorSide is how the mirror reaches one cluster: etcdctl's connection
+// flags, each name after the side (--source-cacert, --dest-user).
+type MirrorSide = conn.Flags
 
 // Mirror configures `replica mirror`: a watch-based copy of a key prefix
 // into another cluster.
@@ -123,12 +119,7 @@ func (c Mirror) MappedDestPrefix() string {
 
 func sideFlags(fs *flag.FlagSet, s *MirrorSide, side, what string) {
 	fs.Var((*list)(&s.Endpoints), side+"-endpoints", "Client URLs of the "+what+" cluster, comma-separated.")
-	fs.StringVar(&s.CACert, side+"-cacert", s.CACert, "CA bundle to verify the "+what+" cluster's TLS certificates.")
-	fs.StringVar(&s.Cert, side+"-cert", s.Cert, "Client TLS certificate for the "+what+" cluster.")
-	fs.StringVar(&s.Key, side+"-key", s.Key, "Client TLS key for the "+what+" cluster.")
-	fs.BoolVar(&s.InsecureSkipVerify, side+"-insecure-skip-tls-verify", s.InsecureSkipVerify, "Do not verify the "+what+" cluster's TLS certificates.")
-	fs.StringVar(&s.User, side+"-user", s.User, "User for the "+what+" cluster, as name or name:password.")
-	fs.StringVar(&s.Password, side+"-password", s.Password, "Password for --"+side+"-user.")
+	s.Credentials.Register(fs, side+"-", "the "+what+" cluster's")
 }
 
 // NewMirrorFlags registers the mirror's flags, bound to cfg; etcdctl
@@ -183,11 +174,8 @@ func (c Mirror) Validate() error {
 			add("--%s-endpoints: must name at least one client URL", s.side)
 		}
 		problems = append(problems, checkURLs(s.side+"-endpoints", s.v.Endpoints)...)
-		if (s.v.Cert == "") != (s.v.Key == "") {
-			add("--%s-cert and --%s-key: give both or neither", s.side, s.side)
-		}
-		if s.v.Password != "" && s.v.User == "" {
-			add("--%s-password: needs --%s-user", s.side, s.side)
+		if err := s.v.Credentials.Validate(s.side + "-"); err != nil {
+			problems = append(problems, err)
 		}
 	}
 	if c.NoDestPrefix && (c.destPrefixSet || c.DestPrefix != "") {

@@ -2,11 +2,13 @@ package mirror
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -31,11 +33,11 @@ func (mr *mirror) preflight(ctx context.Context) error {
 	defer cancel()
 	src, _, err := clusterID(ctx, mr.cfg.Source)
 	if err != nil {
-		return fmt.Errorf("mirror: source cluster: %w", err)
+		return fmt.Errorf("mirror: source cluster%s: %w%s", asWhom(mr.cfg.Source), err, rightsHint(err, "source", "read"))
 	}
 	dst, _, err := clusterID(ctx, mr.cfg.Dest)
 	if err != nil {
-		return fmt.Errorf("mirror: destination cluster: %w", err)
+		return fmt.Errorf("mirror: destination cluster%s: %w%s", asWhom(mr.cfg.Dest), err, rightsHint(err, "dest", "read and write"))
 	}
 	mr.sourceID, mr.destID = src, dst
 	if err := mr.planFailback(ctx); err != nil {
@@ -134,4 +136,20 @@ func quoteSample(keys []string, n int) string {
 		s += fmt.Sprintf(" and %d more", n-len(keys))
 	}
 	return s
+}
+
+// asWhom names the user a client authenticates as, for refusals.
+func asWhom(cli *clientv3.Client) string {
+	if cli.Username == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (as user %q)", cli.Username)
+}
+
+// rightsHint says, for a permission error, what the mirror needs on side.
+func rightsHint(err error, side, rights string) string {
+	if !errors.Is(err, rpctypes.ErrPermissionDenied) && rpctypes.ErrorDesc(err) != rpctypes.ErrorDesc(rpctypes.ErrGRPCPermissionDenied) {
+		return ""
+	}
+	return fmt.Sprintf("; the mirror needs %s on the prefix and on %q in that cluster: grant them to --%s-user's role, or give a user that has them", rights, ReservedPrefix, side)
 }

@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,7 +15,6 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -210,36 +207,16 @@ func sideClient(s config.MirrorSide, side string, lg *zap.Logger) (*clientv3.Cli
 }
 
 func dialSide(cfg clientv3.Config, s config.MirrorSide, side string, lg *zap.Logger) (*clientv3.Client, error) {
-	cfg.Endpoints, cfg.DialTimeout = s.Endpoints, 5*time.Second
-	cfg.Logger = lg.Named(side + "-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))
-	var err error
-	if cfg.TLS, err = sideTLS(s, side); err != nil {
-		return nil, err
+	base, err := s.ClientConfig(lg.Named(side + "-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)))
+	if err != nil {
+		return nil, fmt.Errorf("--%s-cacert/--%s-cert/--%s-key: %w", side, side, side, err)
 	}
-	if s.User != "" {
-		cfg.Username, cfg.Password, _ = strings.Cut(s.User, ":")
-		if s.Password != "" {
-			cfg.Password = s.Password
-		}
-	}
-	cli, err := clientv3.New(cfg)
+	base.DialKeepAliveTime, base.DialKeepAliveTimeout = cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout
+	cli, err := clientv3.New(base)
 	if err != nil {
 		return nil, fmt.Errorf("--%s-endpoints: %w", side, err)
 	}
 	return cli, nil
-}
-
-// sideTLS is one side's TLS client configuration; nil without TLS flags.
-func sideTLS(s config.MirrorSide, side string) (*tls.Config, error) {
-	if s.CACert == "" && s.Cert == "" && !s.InsecureSkipVerify {
-		return nil, nil
-	}
-	info := transport.TLSInfo{TrustedCAFile: s.CACert, CertFile: s.Cert, KeyFile: s.Key, InsecureSkipVerify: s.InsecureSkipVerify}
-	tc, err := info.ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("--%s-cacert/--%s-cert/--%s-key: %w", side, side, side, err)
-	}
-	return tc, nil
 }
 
 // syncProgress shows a full sync as a bar on a terminal, log lines else.
