@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/understudy-kv/understudy/membership"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -23,15 +24,16 @@ import (
 var ErrPeerURLUnreachable = errors.New("learner: advertised peer URL does not reach this member")
 
 // ProbePeerURL checks that url serves the peer API of a member of cluster
-// (an etcd member answers GET /members with its cluster ID in a header). It
-// retries until ctx ends, since the listener may still be starting.
+// (an etcd member answers GET /members with its cluster ID in a header;
+// membership.PeerAnswers asks, as a standby asks a voter's). It retries
+// until ctx ends, since the listener may still be starting.
 // tlsCfg, for https peer URLs, is the member's peer TLS as a client.
 func ProbePeerURL(ctx context.Context, url, cluster string, tlsCfg *tls.Config) error {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
 	defer client.CloseIdleConnections() // the transport is ours: keep no connection to the peer open
 	var last error
 	for {
-		last = probeOnce(ctx, client, url, cluster)
+		last = membership.PeerAnswers(ctx, client, url, cluster)
 		if last == nil {
 			return nil
 		}
@@ -41,22 +43,6 @@ func ProbePeerURL(ctx context.Context, url, cluster string, tlsCfg *tls.Config) 
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-func probeOnce(ctx context.Context, client *http.Client, url, cluster string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/members", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if got := resp.Header.Get("X-Etcd-Cluster-ID"); got != cluster {
-		return fmt.Errorf("answered by cluster %q, not this cluster %q (another process on that address?)", got, cluster)
-	}
-	return nil
 }
 
 // Cluster is the cluster the --join URLs reach: its ID and members.

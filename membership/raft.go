@@ -125,7 +125,7 @@ func PeerAnswers(ctx context.Context, hc *http.Client, peerURL, cluster string) 
 	}
 	resp.Body.Close()
 	if got := resp.Header.Get("X-Etcd-Cluster-ID"); got != cluster {
-		return fmt.Errorf("membership: peer %s answered for cluster %q, not %q", peerURL, got, cluster)
+		return fmt.Errorf("membership: peer %s answered for cluster %q, not %q (another process on that address?)", peerURL, got, cluster)
 	}
 	return nil
 }
