@@ -276,16 +276,21 @@ func (c comparison) cell(rows map[string]Row, ratio float64) (text, goal string)
 		return ratioText(ratio) + "×, not resolved", fmt.Sprintf("%s: partner − base = %.3f ± %.3f (2 standard errors over the windows), not above noise", goal, d, 2*se)
 	}
 	text = "**" + ratioText(ratio) + "×**"
+	lo, hi := ratio, ratio
 	if se, ok := c.ratioError(rows, ratio); ok {
 		text += " ± " + ratioText(2*se)
+		lo, hi = ratio-2*se, ratio+2*se
 	}
 	switch {
 	case c.goal == "":
 		goal = "—"
-	case met(ratio, c.goal):
+	case met(lo, c.goal) && met(hi, c.goal):
 		goal = c.goal + " ✓"
-	default:
+	case !met(lo, c.goal) && !met(hi, c.goal):
 		goal = c.goal + " ✗"
+	default:
+		// The goal lies within the error: this run does not tell.
+		goal = c.goal + " ? (within the error)"
 	}
 	return text, goal
 }
@@ -320,13 +325,21 @@ func (c comparison) unresolved(rows map[string]Row) (diff, se float64, ok bool) 
 }
 
 // ratioError is, for a ratio of two rows that both hold per-window
-// figures in c's metric (no base), the ratio's standard error: of the
-// ratios of paired windows if they have as many, else from the windows'
-// spread (to first order); the report writes 2 of them.
+// figures in c's metric, the ratio's standard error: of the ratios of
+// paired windows if they have as many, else from the windows' spread (to
+// first order); less a base, from the paired differences of the three
+// rows. The report writes 2 of them.
 func (c comparison) ratioError(rows map[string]Row, ratio float64) (float64, bool) {
 	aw, pw := windows(rows[c.row], c.metric), windows(rows[c.partner], c.metric)
-	if c.base != "" || len(aw) < 2 || len(pw) < 2 {
+	if len(aw) < 2 || len(pw) < 2 {
 		return 0, false
+	}
+	if c.base != "" {
+		bw := windows(rows[c.base], c.metric)
+		if len(aw) != len(pw) || len(bw) != len(pw) {
+			return 0, false
+		}
+		return baseRatioError(aw, pw, bw, ratio), true
 	}
 	if slices.Contains(pw, 0) {
 		return 0, false
@@ -341,6 +354,27 @@ func (c comparison) ratioError(rows map[string]Row, ratio float64) (float64, boo
 		return 0, false
 	}
 	return math.Abs(ratio) * math.Sqrt(va/float64(len(aw))/(ma*ma)+vp/float64(len(pw))/(mp*mp)), true
+}
+
+// baseRatioError is the standard error, to first order, of the ratio of
+// mean(a − b) to mean(p − b) over paired windows: n and d, the rows'
+// differences from the base window by window, move together through the
+// base's windows, and their covariance counts.
+func baseRatioError(a, p, b []float64, ratio float64) float64 {
+	k := float64(len(b))
+	n, d := make([]float64, len(b)), make([]float64, len(b))
+	for i := range b {
+		n[i], d[i] = a[i]-b[i], p[i]-b[i]
+	}
+	mn, vn := meanVar(n)
+	md, vd := meanVar(d)
+	var cov float64
+	for i := range b {
+		cov += (n[i] - mn) * (d[i] - md)
+	}
+	cov /= k - 1
+	v := (vn + ratio*ratio*vd - 2*ratio*cov) / (k * md * md)
+	return math.Sqrt(max(v, 0))
 }
 
 // pairedMean is the mean of f over the pairs (xs[i], ys[i]), windows of

@@ -120,32 +120,29 @@ func TestRatioLessABase(t *testing.T) {
 }
 
 func TestRatioWithinNoiseIsNotResolved(t *testing.T) {
-	row := func(name string, ops int, cpu float64, windows ...float64) Row {
-		return Row{Name: name, Windows: windows, WindowsMetric: "leader CPU/10k", Result: Result{Ops: ops, CPU: map[string]float64{"leader": cpu}}}
+	row := func(name string, cpu float64, windows ...float64) Row {
+		return Row{Scenario: "mirror-source", Name: name, Windows: windows, WindowsMetric: "leader CPU/10k", Result: Result{Ops: 10000, CPU: map[string]float64{"leader": cpu}}}
 	}
 	c := comparison{"x", mirrorSrcReplica, mirrorSrcLeader, "leader CPU/10k", "≤ 0.2", mirrorSrcFollower}
+	follower := row(mirrorSrcFollower, 6, 6.0, 6.2, 5.8)
 	for _, tc := range []struct {
-		name        string
-		leader      Row
-		want        bool
-		wantInTable string
+		name            string
+		leader, replica Row
+		unresolved      bool
+		wantInTable     string
 	}{
-		{"apart", row(mirrorSrcLeader, 10000, 8, 7.9, 8.1, 8.0), false, "**0.05×** | ≤ 0.2 ✓"},
-		{"within noise", row(mirrorSrcLeader, 10000, 6.2, 5.0, 7.4, 6.2), true, "not resolved | ≤ 0.2: partner − base = 0.200 ± "},
-		{"below the base", row(mirrorSrcLeader, 10000, 5, 4.9, 5.1, 5.0), true, "not resolved | ≤ 0.2: partner − base = -1.000 ± "},
+		// n = 0.1, 0, 0.2 and d = 2, 2.1, 1.9: 0.05 ± 2 × 0.0303.
+		{"apart", row(mirrorSrcLeader, 8, 8.0, 8.3, 7.7), row(mirrorSrcReplica, 6.1, 6.1, 6.2, 6.0), false, "**0.05×** ± 0.061 | ≤ 0.2 ✓"},
+		// n = 0.7, 0, 0: 0.117 ± 2 × 0.117, across the goal.
+		{"goal within the error", row(mirrorSrcLeader, 8, 8.0, 8.3, 7.7), row(mirrorSrcReplica, 6.7/3+6.2/3+5.8/3, 6.7, 6.2, 5.8), false, "**0.12×** ± 0.23 | ≤ 0.2 ? (within the error)"},
+		{"within noise", row(mirrorSrcLeader, 6.2, 5.0, 7.6, 6.0), row(mirrorSrcReplica, 6.1, 6.1, 6.2, 6.0), true, "not resolved | ≤ 0.2: partner − base = 0.200 ± "},
+		{"below the base", row(mirrorSrcLeader, 5, 5.0, 5.2, 4.8), row(mirrorSrcReplica, 6.1, 6.1, 6.2, 6.0), true, "not resolved | ≤ 0.2: partner − base = -1.000 ± "},
 	} {
-		rows := map[string]Row{
-			mirrorSrcFollower: row(mirrorSrcFollower, 10000, 6, 5.9, 6.1, 6.0),
-			mirrorSrcReplica:  row(mirrorSrcReplica, 10000, 6.1, 6.0, 6.2, 6.1),
-			mirrorSrcLeader:   tc.leader,
+		rows := map[string]Row{mirrorSrcFollower: follower, mirrorSrcReplica: tc.replica, mirrorSrcLeader: tc.leader}
+		if _, _, got := c.unresolved(rows); got != tc.unresolved {
+			t.Errorf("%s: unresolved = %v, want %v", tc.name, got, tc.unresolved)
 		}
-		if _, _, got := c.unresolved(rows); got != tc.want {
-			t.Errorf("%s: unresolved = %v, want %v", tc.name, got, tc.want)
-		}
-		rep := report{Rows: []Row{rows[mirrorSrcFollower], rows[mirrorSrcReplica], rows[mirrorSrcLeader]}}
-		for i := range rep.Rows {
-			rep.Rows[i].Scenario = "mirror-source"
-		}
+		rep := report{Rows: []Row{follower, tc.replica, tc.leader}}
 		if md := rep.markdown(); !strings.Contains(md, tc.wantInTable) {
 			t.Errorf("%s: the ratios do not say %q:\n%s", tc.name, tc.wantInTable, md)
 		}
