@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -35,11 +36,16 @@ type Proxy struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the accept loop and every pair's owner
 
+	// traffic counts the bytes forwarded (proxy_traffic.go).
+	traffic trafficCounters
+
 	mu struct {
 		sync.Mutex
 		blackhole bool
 		delay     time.Duration
-		closed    bool
+		// jitter is the most a delayed chunk waits beyond its delay.
+		jitter time.Duration
+		closed bool
 		// pairs maps each open connection pair to whether it has lost data
 		// (or, accepted while blackholed, was never connected).
 		pairs map[*pair]bool
@@ -93,7 +99,7 @@ func (p *Proxy) Delay(d time.Duration) {
 // data meanwhile.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
-	p.mu.blackhole, p.mu.delay, p.mu.cutPIDs, p.mu.delayPIDs = false, 0, nil, nil
+	p.mu.blackhole, p.mu.delay, p.mu.jitter, p.mu.cutPIDs, p.mu.delayPIDs = false, 0, 0, nil, nil
 	var broken []*pair
 	for pr, lost := range p.mu.pairs {
 		if lost {
@@ -156,13 +162,28 @@ func (p *Proxy) accept() {
 // pass decides the fate of a chunk of pr's traffic: forwarded (with the
 // current delay), or dropped, which marks pr as broken.
 func (p *Proxy) pass(pr *pair) (delay time.Duration, ok bool) {
+	f := p.fate(pr)
+	return f.delay, f.ok
+}
+
+// chunkFate is what becomes of a chunk: whether it passes, its delay and
+// the most jitter beyond it, and whether a process named by DelayFrom owns
+// its connection.
+type chunkFate struct {
+	ok            bool
+	delay, jitter time.Duration
+	fromDelayed   bool
+}
+
+func (p *Proxy) fate(pr *pair) chunkFate {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.blackhole || p.mu.pairs[pr] || p.cutByOwner(pr) {
 		p.mu.pairs[pr] = true
-		return 0, false
+		return chunkFate{}
 	}
-	return max(p.mu.delay, p.delayByOwner(pr)), true
+	d, from := p.delayByOwner(pr)
+	return chunkFate{ok: true, delay: max(p.mu.delay, d), jitter: p.mu.jitter, fromDelayed: from}
 }
 
 // pair is one client connection and its connection to the target. run owns
@@ -211,10 +232,10 @@ func (pr *pair) run() {
 		return
 	}
 	var wg sync.WaitGroup
-	for _, dir := range [][2]net.Conn{{pr.client, target}, {target, pr.client}} {
+	for i, dir := range [][2]net.Conn{{pr.client, target}, {target, pr.client}} {
 		ch := make(chan chunk, proxyQueue)
 		wg.Add(2)
-		go func() { defer wg.Done(); pr.read(dir[0], ch) }()
+		go func() { defer wg.Done(); pr.read(dir[0], ch, i == 0) }()
 		go func() { defer wg.Done(); pr.write(ch, dir[1]) }()
 	}
 	wg.Wait()
@@ -256,17 +277,25 @@ func (pr *pair) discard(src net.Conn) {
 	}
 }
 
-// read reads src and queues what may pass on ch, closing ch at the end.
-func (pr *pair) read(src net.Conn, ch chan<- chunk) {
+// read reads src (the client's end if up) and queues what may pass on ch,
+// closing ch at the end.
+func (pr *pair) read(src net.Conn, ch chan<- chunk, up bool) {
 	defer close(ch)
 	buf := make([]byte, proxyChunk)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			now := time.Now()
-			if delay, ok := pr.p.pass(pr); ok {
+			if f := pr.p.fate(pr); f.ok {
+				pr.p.traffic.add(up, f.fromDelayed, n)
+				// The writer delivers in order, each chunk when due and
+				// after the one before: jitter never reorders.
+				due := now.Add(f.delay)
+				if f.delay > 0 && f.jitter > 0 {
+					due = due.Add(rand.N(f.jitter))
+				}
 				select {
-				case ch <- chunk{data: append([]byte(nil), buf[:n]...), due: now.Add(delay)}:
+				case ch <- chunk{data: append([]byte(nil), buf[:n]...), due: due}:
 				case <-pr.done:
 					return
 				}

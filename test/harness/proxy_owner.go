@@ -47,16 +47,15 @@ func (p *Proxy) cutByOwner(pr *pair) bool {
 	return false
 }
 
-// delayByOwner is the DelayFrom delay of pr's client, or 0; called with
-// p.mu held.
-func (p *Proxy) delayByOwner(pr *pair) time.Duration {
-	var d time.Duration
+// delayByOwner is the DelayFrom delay of pr's client, or 0, and whether a
+// process named by DelayFrom (even with 0) holds it; called with p.mu held.
+func (p *Proxy) delayByOwner(pr *pair) (d time.Duration, named bool) {
 	for pid, pd := range p.mu.delayPIDs {
 		if p.ownedBy(pr, pid) {
-			d = max(d, pd)
+			d, named = max(d, pd), true
 		}
 	}
-	return d
+	return d, named
 }
 
 // ownedBy reports, once per pair and process, whether pid holds pr's client
