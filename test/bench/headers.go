@@ -23,8 +23,8 @@ const (
 // same cluster, one with each setting; windows of p.dur alternate between
 // them (on, off, off, on), and halfway both restart with the settings
 // swapped, so that neither a drift in the machine's load nor a difference
-// between the two processes favours one arm. p.headersWindows windows per
-// arm, added up.
+// between the two processes favours one arm. p.headersWindows windows of
+// p.headersWindow per arm, added up.
 func headersScenario(p params) ([]Row, error) {
 	var rows []Row
 	err := scenario("headers", func(r *runner) {
@@ -44,6 +44,8 @@ func headersScenario(p params) ([]Row, error) {
 			readsOn(r, tp, p, 0, p.workers, "warm-up via "+rep.Name, []string{rep.ClientURL}, clients(r, rep.ClientURL, p.conns), true, "")
 		}
 		perPhase := max(p.headersWindows/2, 1)
+		short := p
+		short.dur = p.headersWindow
 		for phase := range 2 {
 			if phase == 1 {
 				// Swap the settings: replica-a without, replica-b with.
@@ -68,7 +70,7 @@ func headersScenario(p params) ([]Row, error) {
 				for _, a := range arms {
 					tp.extraURL, tp.extraPID = a.rep.ClientURL, a.rep.PID()
 					name := fmt.Sprintf("replica weak via %s, headers %v", a.rep.Name, a.on)
-					row := readsOn(r, tp, p, 0, p.workers, name, []string{a.rep.ClientURL}, a.cs, true, "")
+					row := readsOn(r, tp, short, 0, p.workers, name, []string{a.rep.ClientURL}, a.cs, true, "")
 					*a.sum = append(*a.sum, row.Result)
 				}
 			}
@@ -76,7 +78,7 @@ func headersScenario(p params) ([]Row, error) {
 				cl.Close()
 			}
 		}
-		note := fmt.Sprintf("both rows: %d windows of %v each, %d workers over %d connections; two replicas, one with each setting, windows alternating between them, both restarted with the settings swapped halfway; a window through each first, not counted", 2*perPhase, p.dur, p.workers, p.conns)
+		note := fmt.Sprintf("both rows: %d windows of %v each, %d workers over %d connections; two replicas, one with each setting, windows alternating between them (on, off, off, on, …: window i of each row is a pair), both restarted with the settings swapped halfway; a window of %v through each first, not counted", 2*perPhase, short.dur, p.workers, p.conns, p.dur)
 		onRes, offRes := combineAll(on), combineAll(off)
 		rows = append(rows,
 			Row{Scenario: "headers", Name: headersOn, Note: note + "; ops/s per window: " + windowsText(throughputs(on), 0), Windows: throughputs(on), WindowsMetric: "throughput", Result: onRes},

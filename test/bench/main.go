@@ -2,8 +2,8 @@
 // on one machine with one load generator, and writes BENCHMARKS.md (ratios
 // first, then absolute figures) and BENCHMARKS.json (the raw figures).
 //
-//	go run ./test/bench            # full run, under 20 minutes on 2 cores
-//	go run ./test/bench --quick    # about two minutes, while developing
+//	go run ./test/bench            # full run, under 25 minutes on 2 cores
+//	go run ./test/bench --quick    # about four minutes, while developing
 //	go run ./test/bench --only mirror-source --merge
 //	                               # one scenario again, the others' rows kept
 //
@@ -52,7 +52,7 @@ func scenarioNames() string {
 }
 
 func main() {
-	quick := flag.Bool("quick", false, "short runs with fewer watchers and less data (about two minutes)")
+	quick := flag.Bool("quick", false, "short runs with fewer watchers and less data (about four minutes)")
 	out := flag.String("out", "BENCHMARKS.md", "report to write")
 	raw := flag.String("json", "BENCHMARKS.json", "raw figures to write")
 	only := flag.String("only", "", "run only this scenario: "+scenarioNames())
