@@ -40,12 +40,17 @@ func scenarios(quick bool, consistency string) []scenarioSpec {
 		{"mirror-source", []string{"mirror-source"}, mirrorSourceScenario},
 		{"idle", []string{"idle"}, idleScenario},
 		{"compare", []string{"compare"}, func(params) ([]Row, error) { return compareScenario(quick, consistency) }},
+		{"regions", []string{regionsID}, func(p params) ([]Row, error) { return regionsScenario(p, quick, regionsPlotDir(quick)) }},
 	}
 }
 
 func scenarioNames() string {
 	var names []string
 	for _, s := range scenarios(false, "") {
+		if askedOnly[s.name] {
+			names = append(names, s.name+" (only with --only: not part of a full run)")
+			continue
+		}
 		names = append(names, s.name)
 	}
 	return strings.Join(names, ", ")
@@ -78,7 +83,7 @@ func run(quick bool, out, raw, only string, merge bool, consistency, replicaArgs
 	all := scenarios(quick, consistency)
 	var todo []scenarioSpec
 	for _, s := range all {
-		if only == "" || only == s.name {
+		if (only == "" && !askedOnly[s.name]) || only == s.name {
 			todo = append(todo, s)
 		}
 	}

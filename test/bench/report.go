@@ -211,6 +211,7 @@ func (rep report) markdown() string {
 		{"generator", "Load generator check (the same reads by the project's generator and by etcd's benchmark tool, run generator, tool, tool, generator; each row is its two runs together)"}, {"reads", "Reads"}, {"headers", "Answer headers (weak reads through one replica with its four answer headers and with --freshness-headers=false)"}, {"writes", "Writes"}, {"watch", "Watch fan-out (events delivered under a steady write load)"}, {"catch-up", "Learner catch-up"}, {"mirror", "Mirror (initial sync: ops = keys, ops/s = keys per second; lag: ops = events timed)"},
 		{"mirror-source", "Mirror source cost (the source leader's CPU under the same fixed put rate with no mirror and with a mirror watching the leader, a follower or a replica; ops = puts, errors = puts whose event the destination's watch did not deliver, p50 and p99 = mirror lag from the put to the destination's watch event)"}, {"idle", "Idle replicas (leader CPU-s over a quiet window; nothing is served)"},
 		{"compare", "Consistency per read path (`replica compare`: ops = successful reads, errors = failed reads, p50 and p99 = staleness at read time, not latency; details in CONSISTENCY.md)"},
+		{regionsID, "Two regions (`--only regions`: voters in region A; a replica, a stock etcd learner and the clients in region B; p50 and p99 = latency seen in region B; in the WAN-bytes rows, ops = watch events delivered and p50/p99 = put to event; details in docs/multi-region.md)"},
 	} {
 		var rows []Row
 		for _, r := range rep.Rows {

@@ -1,0 +1,213 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// RegionsConfig says what StartRegions starts.
+type RegionsConfig struct {
+	// Voters is the number of voting members in region A (primaries); 0
+	// means 3.
+	Voters int
+	// ReplicaArgs are extra flags for the replica in region B.
+	ReplicaArgs []string
+	// NoLearner leaves out the stock etcd learner in region B.
+	NoLearner bool
+}
+
+// Regions is a cluster spread over two regions: its voters in region A;
+// an understudy replica and a stock etcd learner in region B, with the
+// clients the caller runs there. Every link between the regions passes a
+// Proxy that SetRTT delays; links inside a region are direct (or pass a
+// proxy that does not delay them).
+//
+//   - Raft links: every voter advertises a peer proxy (ClusterConfig.
+//     PeerProxies) that delays the connections region B's members open;
+//     each member of B advertises one that delays the connections the
+//     voters open (Proxy.DelayFrom, by process). So raft traffic between A
+//     and B is delayed both ways and traffic inside either region is not.
+//   - Client links from B to A: RemoteClientURL, a proxy per voter that
+//     delays everything; the replica's --join goes through them too.
+type Regions struct {
+	Cluster *Cluster
+	Replica *Replica
+	// Learner is the stock etcd learner (nil with NoLearner), LearnerURL
+	// its client URL and LearnerPeerProxy the proxy it advertises.
+	Learner          *Proc
+	LearnerURL       string
+	LearnerPeerProxy *Proxy
+	// remoteClient[i] is the proxy region B's clients dial to reach
+	// voter i's client URL.
+	remoteClient []*Proxy
+}
+
+// StartRegions starts voters in region A, then the replica and the stock
+// learner in region B, with no delay yet (SetRTT sets one), and waits until
+// both serve.
+func StartRegions(t TB, cfg RegionsConfig) *Regions {
+	t.Helper()
+	n := cfg.Voters
+	if n == 0 {
+		n = 3
+	}
+	g := &Regions{Cluster: StartCluster(t, ClusterConfig{N: n, PeerProxies: true})}
+	var join []string
+	for _, m := range g.Cluster.Members {
+		p := NewProxy(t, strings.TrimPrefix(m.ClientURL, "http://"))
+		g.remoteClient = append(g.remoteClient, p)
+		join = append(join, p.URL())
+	}
+	// A later --join overrides the harness's own (the voters' direct
+	// client URLs): the replica reaches A's client URLs across the WAN.
+	args := append([]string{"--join", strings.Join(join, ",")}, cfg.ReplicaArgs...)
+	g.Replica = StartReplica(t, g.Cluster, ReplicaConfig{Name: "replica-b", PeerProxy: true, Extra: args})
+	if !cfg.NoLearner {
+		g.LearnerURL, g.Learner, g.LearnerPeerProxy = StartStockLearner(t, g.Cluster, "learner-b", true)
+	}
+	g.SetRTT(0, 0)
+	return g
+}
+
+// RemoteClientURL is the URL region B's clients dial to reach voter m
+// across the WAN.
+func (g *Regions) RemoteClientURL(m *Member) string {
+	for i, mm := range g.Cluster.Members {
+		if mm == m {
+			return g.remoteClient[i].URL()
+		}
+	}
+	panic(fmt.Sprintf("harness: %s is not a voter of these regions", m.Name))
+}
+
+// bMembers are the processes of region B's members and the proxies they
+// advertise.
+func (g *Regions) bMembers() (pids []int, proxies []*Proxy) {
+	pids, proxies = []int{g.Replica.PID()}, []*Proxy{g.Replica.PeerProxy}
+	if g.Learner != nil {
+		pids, proxies = append(pids, g.Learner.PID()), append(proxies, g.LearnerPeerProxy)
+	}
+	return pids, proxies
+}
+
+// SetRTT delays every link between the regions by rtt/2 each way, plus up
+// to jitter more per chunk (in order), on open and new connections; 0 is
+// one region (links still counted by WANTraffic).
+func (g *Regions) SetRTT(rtt, jitter time.Duration) {
+	oneWay := rtt / 2
+	bPIDs, bProxies := g.bMembers()
+	for _, m := range g.Cluster.Members {
+		for _, pid := range bPIDs {
+			m.PeerProxy.DelayFrom(pid, oneWay)
+		}
+		m.PeerProxy.Jitter(jitter)
+	}
+	for _, p := range bProxies {
+		for _, m := range g.Cluster.Members {
+			p.DelayFrom(m.Proc.PID(), oneWay)
+		}
+		p.Jitter(jitter)
+	}
+	for _, p := range g.remoteClient {
+		p.Delay(oneWay)
+		p.Jitter(jitter)
+	}
+}
+
+// WANTraffic is the bytes that crossed between the regions so far: raft
+// traffic (between the voters and region B's members) and client traffic
+// (from region B to the voters' client URLs).
+func (g *Regions) WANTraffic() (raft, client Traffic) {
+	for _, m := range g.Cluster.Members {
+		raft = raft.Add(m.PeerProxy.TrafficFrom())
+	}
+	_, bProxies := g.bMembers()
+	for _, p := range bProxies {
+		raft = raft.Add(p.TrafficFrom())
+	}
+	for _, p := range g.remoteClient {
+		client = client.Add(p.Traffic())
+	}
+	return raft, client
+}
+
+// StartStockLearner joins a stock etcd learner named name to c the way
+// etcd documents (member add --learner, then start it with
+// --initial-cluster-state existing) and waits until it has caught up. With
+// peerProxy it advertises a Proxy in front of its peer URL, returned. It
+// returns the learner's client URL and process.
+func StartStockLearner(t TB, c *Cluster, name string, peerProxy bool) (string, *Proc, *Proxy) {
+	t.Helper()
+	peer, client := URL(FreePort(t)), URL(FreePort(t))
+	adv := peer
+	var proxy *Proxy
+	if peerProxy {
+		proxy = NewProxy(t, strings.TrimPrefix(peer, "http://"))
+		adv = proxy.URL()
+	}
+	resp := addLearner(t, c, adv)
+	var ic []string
+	for _, m := range resp.Members {
+		mname := m.Name
+		if m.ID == resp.Member.ID {
+			mname = name
+		}
+		for _, u := range m.PeerURLs {
+			ic = append(ic, mname+"="+u)
+		}
+	}
+	p := Start(t, ProcConfig{Name: name, Bin: c.Bins.Etcd, Args: []string{
+		"--name", name, "--data-dir", filepath.Join(t.TempDir(), name+".etcd"),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", adv,
+		"--initial-cluster", strings.Join(ic, ","), "--initial-cluster-state", "existing",
+		"--max-learners", fmt.Sprint(testMaxLearners), "--log-level", "warn",
+	}})
+	waitCaughtUp(t, c, client)
+	return client, p, proxy
+}
+
+// addLearner adds a learner that advertises peer, retrying while the
+// cluster refuses (a learner still catching up, a leader change).
+func addLearner(t TB, c *Cluster, peer string) *clientv3.MemberAddResponse {
+	t.Helper()
+	var resp *clientv3.MemberAddResponse
+	WaitFor(t, time.Minute, "stock learner added", func() (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var err error
+		resp, err = c.status.MemberAddAsLearner(ctx, []string{peer})
+		return err == nil, err
+	})
+	return resp
+}
+
+// waitCaughtUp waits until the member serving client has applied what
+// the first voter had committed and knows a leader.
+func waitCaughtUp(t TB, c *Cluster, client string) {
+	t.Helper()
+	lc, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("harness: client of learner %s: %v", client, err)
+	}
+	defer lc.Close()
+	WaitFor(t, 2*time.Minute, "stock learner caught up", func() (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		st, err := lc.Status(ctx, client)
+		if err != nil {
+			return false, err
+		}
+		lst, err := c.Status(c.Members[0])
+		if err != nil {
+			return false, err
+		}
+		return st.RaftAppliedIndex >= lst.RaftIndex && st.Leader != 0, nil
+	})
+}
