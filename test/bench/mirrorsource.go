@@ -28,6 +28,9 @@ type mirrorSourceArm struct {
 	// leaderEvents are the watch events the leader sent over the
 	// windows: about one per put when the mirror's watch is on it.
 	leaderEvents float64
+	// rounds are the ReadIndex rounds the replica asked the leader for
+	// over the windows (its freshness rounds).
+	rounds float64
 	// perWindow is the leader's CPU-s per 10,000 puts in each window.
 	perWindow []float64
 	lag       []Result
@@ -108,8 +111,17 @@ func mirrorSourceWindow(r *runner, tp *topology, p params, a *mirrorSourceArm, p
 		lr.cpu["mirror"] = proc.PID()
 	}
 	events0 := leaderWatchEvents(r, tp.leader.ClientURL)
+	rounds0, err := leaderRounds(tp.replicaURLs)
+	if err != nil {
+		r.Fatalf("%s: rounds before: %v", a.row, err)
+	}
 	m := lr.measure()
 	events := leaderWatchEvents(r, tp.leader.ClientURL) - events0
+	rounds1, err := leaderRounds(tp.replicaURLs)
+	if err != nil {
+		r.Fatalf("%s: rounds after: %v", a.row, err)
+	}
+	a.rounds += rounds1 - rounds0
 	if a.row == mirrorSrcLeader && events < float64(m.puts)/2 {
 		r.Fatalf("%s: the leader sent %.0f watch events for %d puts: the mirror's watch is not on it", a.row, events, m.puts)
 	}
@@ -127,8 +139,8 @@ func mirrorSourceWindow(r *runner, tp *topology, p params, a *mirrorSourceArm, p
 	if a.endpoint != "" {
 		a.lag = append(a.lag, m.lag)
 	}
-	r.Logf("%-46s %d puts in %v, leader %.3f CPU-s (%.1f %% of a core, %.3f CPU-s/10k puts); lag p50 %v p99 %v (%d of %d); the leader sent %.0f watch events", a.row, m.puts, m.window.Round(time.Millisecond),
-		m.cpu["leader"], 100*m.cpu["leader"]/m.window.Seconds(), m.cpu["leader"]*10000/float64(max(m.puts, 1)), m.lag.P50, m.lag.P99, m.lag.Ops, m.puts, events)
+	r.Logf("%-46s %d puts in %v, leader %.3f CPU-s (%.1f %% of a core, %.3f CPU-s/10k puts); lag p50 %v p99 %v (%d of %d); the leader sent %.0f watch events; the replica's rounds: %.0f", a.row, m.puts, m.window.Round(time.Millisecond),
+		m.cpu["leader"], 100*m.cpu["leader"]/m.window.Seconds(), m.cpu["leader"]*10000/float64(max(m.puts, 1)), m.lag.P50, m.lag.P99, m.lag.Ops, m.puts, events, rounds1-rounds0)
 }
 
 // result is the arm's row: its windows added up. Ops are the puts (the
@@ -154,7 +166,8 @@ func (a *mirrorSourceArm) result(p params, order []string) Row {
 	} else {
 		note = "`replica mirror` with " + a.how + ", started before each window and measured once a probe came through; "
 	}
-	note += fmt.Sprintf("the leader sent %.0f watch events (etcd_debugging_mvcc_events_total) for the %d puts; leader CPU-s/10k puts per window: %s", a.leaderEvents, a.puts, windowsText(a.perWindow, 3))
+	note += fmt.Sprintf("the leader sent %.0f watch events (etcd_debugging_mvcc_events_total) for the %d puts; the replica asked it for %.0f ReadIndex rounds (%.1f/s); leader CPU-s/10k puts per window: %s",
+		a.leaderEvents, a.puts, a.rounds, a.rounds/max(a.seconds, 1e-9), windowsText(a.perWindow, 3))
 	return Row{Scenario: "mirror-source", Name: a.row, Note: note, Windows: a.perWindow, WindowsMetric: "leader CPU/10k", Result: res}
 }
 
