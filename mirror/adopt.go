@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/understudy-kv/understudy/mirror/core"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -21,24 +22,6 @@ import (
 // in A after the switchover is not this mirror's to overwrite. The sync
 // that follows overwrites the adopted keys with B's, and its sweep deletes
 // those B no longer has.
-
-// adoptable picks, among the destination keys named keys (the mapped
-// copies of the reverse mirror's records; dest holds those that exist),
-// the ones to adopt, and names those left alone because their version is
-// newer than the cutover record's revision cutRev.
-func adoptable(keys []string, dest map[string]*mvccpb.KeyValue, cutRev int64) (adopt []*mvccpb.KeyValue, newer []string) {
-	for _, k := range keys {
-		kv := dest[k]
-		switch {
-		case kv == nil:
-		case kv.ModRevision > cutRev:
-			newer = append(newer, k)
-		default:
-			adopt = append(adopt, kv)
-		}
-	}
-	return adopt, newer
-}
 
 // adoptOp puts this mirror's ownership record beside a destination key,
 // if the key is still the version read.
@@ -59,7 +42,7 @@ type adoption struct {
 }
 
 // adopt takes over the destination keys the mirror failed back from had
-// copied, a page of its records at a time, recording the last record done
+// copied (core.Adoptable picks them), a page of its records at a time, recording the last record done
 // in the checkpoint (AdoptedThrough), and Adopted once done.
 func (mr *mirror) adopt(ctx context.Context) error {
 	own := ownPrefix(mr.failback.from)
@@ -123,7 +106,7 @@ func (mr *mirror) adoptPage(ctx context.Context, recs []*mvccpb.KeyValue, own st
 		}
 		dest[string(kv.Key)] = kv
 	}
-	adopt, newer := adoptable(keys, dest, mr.failback.cutRev)
+	adopt, newer := core.Adoptable(keys, dest, mr.failback.cutRev)
 	a.newer += len(newer)
 	for _, k := range newer {
 		if len(a.sample) < 5 {
@@ -134,7 +117,7 @@ func (mr *mirror) adoptPage(ctx context.Context, recs []*mvccpb.KeyValue, own st
 	for i, kv := range adopt {
 		ops[i] = mr.adoptOp(kv)
 	}
-	for chunk := range chunks(ops, mr.batch()) {
+	for chunk := range core.Chunks(ops, mr.batch()) {
 		next := *mr.cp
 		next.AdoptedThrough = mr.unmapKey([]byte(chunk[len(chunk)-1].key))
 		if _, err := mr.commit(ctx, chunk, next); err != nil {

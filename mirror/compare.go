@@ -1,11 +1,11 @@
 package mirror
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
 
+	"github.com/understudy-kv/understudy/mirror/core"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -18,36 +18,12 @@ import (
 // source no longer has are deleted by the sweep, as before; the watch
 // from the sync's start revision brings what changes meanwhile.
 
-// copyState is what the destination holds of one source key: its copy and
-// the mirror's ownership record (nil when absent).
-type copyState struct {
-	kv, own *mvccpb.KeyValue
-}
-
-// sameCopy reports whether a destination copy already is what putOp would
-// write for a source key: the same value, on the destination lease
-// wantLease (0: none), with the mirror's ownership record on that lease.
-// A copy without the record is written again (under Keep the put is then
-// skipped and counted as a conflict, as on a first sync; otherwise it
-// takes ownership).
-func sameCopy(src *mvccpb.KeyValue, dst copyState, wantLease int64) bool {
-	return dst.kv != nil && dst.own != nil &&
-		bytes.Equal(src.Value, dst.kv.Value) &&
-		dst.kv.Lease == wantLease && dst.own.Lease == wantLease
-}
-
-// syncOp is one change of a full sync and the source key it is for.
-type syncOp struct {
-	src string
-	op  owned
-}
-
-// pageOps is the changes a page of a full sync needs, and how many of its
-// keys the destination already holds as they would be written. With
-// compare false (a first sync into an image the mirror never wrote) every
-// key is written.
-func (mr *mirror) pageOps(ctx context.Context, kvs []*mvccpb.KeyValue, foreign map[version]bool, compare bool) ([]syncOp, int, error) {
-	var have map[string]copyState
+// pageOps is the changes a page of a full sync needs (core.PageChanges),
+// and how many of its keys the destination already holds as they would be
+// written. With compare false (a first sync into an image the mirror never
+// wrote) every key is written.
+func (mr *mirror) pageOps(ctx context.Context, kvs []*mvccpb.KeyValue, foreign core.Versions, compare bool) ([]core.SyncChange, int, error) {
+	var have map[string]core.Copy
 	if compare && len(kvs) > 0 {
 		var err error
 		have, err = mr.destCopies(ctx, mr.mapKey(kvs[0].Key), mr.mapKey(kvs[len(kvs)-1].Key)+"\x00")
@@ -55,23 +31,8 @@ func (mr *mirror) pageOps(ctx context.Context, kvs []*mvccpb.KeyValue, foreign m
 			return nil, 0, err
 		}
 	}
-	ops := make([]syncOp, 0, len(kvs))
-	same := 0
-	for _, kv := range kvs {
-		if reserved(kv.Key) {
-			continue
-		}
-		if compare {
-			dst := have[mr.mapKey(kv.Key)]
-			isForeign := foreign[version{string(kv.Key), kv.ModRevision}]
-			if (isForeign && dst.kv == nil && dst.own == nil) || (!isForeign && sameCopy(kv, dst, mr.wantLease(kv))) {
-				same++
-				continue
-			}
-		}
-		ops = append(ops, syncOp{src: string(kv.Key), op: mr.putOrDrop(kv, foreign)})
-	}
-	return ops, same, nil
+	changes, same := core.PageChanges(kvs, have, foreign, compare, mr.mapping(), mr.wantLease)
+	return changes, same, nil
 }
 
 // wantLease is the destination lease putOp gives a source key's copy.
@@ -84,12 +45,12 @@ func (mr *mirror) wantLease(kv *mvccpb.KeyValue) int64 {
 
 // destCopies reads the destination keys in [lo, hi) and the mirror's
 // ownership records of them, by destination key.
-func (mr *mirror) destCopies(ctx context.Context, lo, hi string) (map[string]copyState, error) {
-	out := map[string]copyState{}
+func (mr *mirror) destCopies(ctx context.Context, lo, hi string) (map[string]core.Copy, error) {
+	out := map[string]core.Copy{}
 	for _, r := range outsideReserved(lo, hi) {
 		if err := mr.scan(ctx, r[0], r[1], func(kv *mvccpb.KeyValue) {
 			c := out[string(kv.Key)]
-			c.kv = kv
+			c.KV = kv
 			out[string(kv.Key)] = c
 		}); err != nil {
 			return nil, fmt.Errorf("mirror: destination: %w", err)
@@ -98,7 +59,7 @@ func (mr *mirror) destCopies(ctx context.Context, lo, hi string) (map[string]cop
 	if err := mr.scan(ctx, mr.ownPrefix+lo, mr.ownPrefix+hi, func(kv *mvccpb.KeyValue) {
 		k := strings.TrimPrefix(string(kv.Key), mr.ownPrefix)
 		c := out[k]
-		c.own = kv
+		c.Own = kv
 		out[k] = c
 	}); err != nil {
 		return nil, fmt.Errorf("mirror: destination ownership records: %w", err)

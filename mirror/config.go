@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -60,6 +61,11 @@ type Config struct {
 	// destination's keys it copied are taken over. Without it such a
 	// mirror is refused, naming that mirror's records.
 	Failback bool
+	// Clock drives the mirror's decisions (checkpoint and commit times, the
+	// progress cadence, backoff, the stall watchdog, the cycle-check
+	// interval, the lag metrics); nil is the real clock. Request timeouts
+	// are contexts, on the real clock.
+	Clock clockwork.Clock
 	// Progress, if not nil, is told of a full sync's progress.
 	Progress func(copied, total int64)
 	Logger   *zap.Logger

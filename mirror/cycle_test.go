@@ -4,8 +4,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
-	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // TestCarry: a mirror carries the part of a region it reads, with its
@@ -101,27 +99,6 @@ func TestCycleError(t *testing.T) {
 	}
 	if err := cycleError(link{src: "X", dst: "X", srcPrefix: "/a/", dstPrefix: "/a/b/"}, nil); !strings.Contains(err.Error(), "same cluster") {
 		t.Errorf("a mirror into its own source prefix: %v, want it to say so", err)
-	}
-}
-
-// TestWroteIt: a feeder wrote a key's version if its ownership record was
-// written with it; an older record means another writer since, a newer one
-// means the record as of the version's revision must say.
-func TestWroteIt(t *testing.T) {
-	rec := func(mod int64) *mvccpb.KeyValue { return &mvccpb.KeyValue{ModRevision: mod} }
-	for _, c := range []struct {
-		name string
-		rec  *mvccpb.KeyValue
-		want writer
-	}{
-		{"no record", nil, notFeeder},
-		{"record written with the version", rec(10), byFeeder},
-		{"record older: written by another since", rec(7), notFeeder},
-		{"record newer: the feeder wrote the key again", rec(12), askAtRev},
-	} {
-		if got := wroteIt(10, c.rec); got != c.want {
-			t.Errorf("%s: wroteIt = %v, want %v", c.name, got, c.want)
-		}
 	}
 }
 

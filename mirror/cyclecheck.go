@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"time"
 
+	"github.com/understudy-kv/understudy/mirror/core"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -126,7 +126,7 @@ func (mr *mirror) setFeeders(feeders []link, rev int64) {
 // still the claim (nothing copied) deletes the claim, so that a restart
 // after the operator's fix starts clean.
 func (mr *mirror) recheck(ctx context.Context) error {
-	if !mr.cycleDue && time.Since(mr.checkedAt) < mr.cfg.CycleCheckInterval {
+	if !core.CycleCheckDue(mr.cycleDue, mr.clock.Now(), mr.checkedAt, mr.cfg.CycleCheckInterval) {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 3*mr.cfg.RequestTimeout)
@@ -143,7 +143,7 @@ func (mr *mirror) recheck(ctx context.Context) error {
 	case err != nil:
 		mr.lg.Warn("cannot check for mirror cycles; trying again", zap.Error(err), zap.Duration("after", mr.cfg.CycleCheckInterval))
 	}
-	mr.cycleDue, mr.checkedAt = false, time.Now()
+	mr.cycleDue, mr.checkedAt = false, mr.clock.Now()
 	return nil
 }
 

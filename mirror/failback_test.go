@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // TestReversesOf: a mirror from this mirror's destination cluster into
@@ -88,24 +86,5 @@ func TestDecideFailback(t *testing.T) {
 				t.Errorf("%s: refusal %q does not say %q", c.name, err, w)
 			}
 		}
-	}
-}
-
-// TestAdoptable: a destination key the reverse mirror copied is adopted
-// unless its version is newer than the cutover record's revision; keys
-// the destination does not have are not.
-func TestAdoptable(t *testing.T) {
-	dest := map[string]*mvccpb.KeyValue{
-		"/p/old":  {Key: []byte("/p/old"), ModRevision: 10},
-		"/p/at":   {Key: []byte("/p/at"), ModRevision: 42},
-		"/p/late": {Key: []byte("/p/late"), ModRevision: 43},
-	}
-	adopt, newer := adoptable([]string{"/p/at", "/p/gone", "/p/late", "/p/old"}, dest, 42)
-	var got []string
-	for _, kv := range adopt {
-		got = append(got, string(kv.Key))
-	}
-	if !slices.Equal(got, []string{"/p/at", "/p/old"}) || !slices.Equal(newer, []string{"/p/late"}) {
-		t.Fatalf("adoptable = %v, newer %v; want [/p/at /p/old], newer [/p/late]", got, newer)
 	}
 }

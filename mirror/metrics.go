@@ -4,7 +4,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/understudy-kv/understudy/mirror/core"
 )
 
 type metrics struct {
@@ -24,20 +26,13 @@ type metrics struct {
 	restored  prometheus.Counter
 	stalled   prometheus.Gauge
 
-	mu sync.Mutex
-	// source is the newest source revision seen; appliedRev the newest in
-	// the checkpoint; behindSince when the mirror last went from caught up
-	// to behind.
-	source, appliedRev int64
-	behindSince        time.Time
-	// lastProgress is the last commit, or the last moment the mirror had
-	// nothing to do; lastErr the error of the last failed attempt since.
-	lastProgress time.Time
-	lastErr      error
-	isStalled    bool
+	clock clockwork.Clock
+	mu    sync.Mutex
+	// progress is the stall rule's and the lag gauges' state (core).
+	progress core.Progress
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, clock clockwork.Clock) *metrics {
 	m := &metrics{
 		applied: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "understudy", Subsystem: "mirror", Name: "applied_revisions_total",
@@ -87,7 +82,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "understudy", Subsystem: "mirror", Name: "stalled",
 			Help: "1 while the mirror has had work to do for longer than --stall-timeout without committing any.",
 		}),
-		lastProgress: time.Now(),
+		clock:    clock,
+		progress: core.NewProgress(clock.Now()),
 	}
 	if reg != nil {
 		reg.MustRegister(m.applied, m.syncedKeys, m.resyncs, m.resyncWritten, m.resyncUnchanged, m.txns, m.conflicts, m.mirroredSkipped, m.adopted, m.leaseLost, m.restored, m.stalled,
@@ -103,7 +99,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 				if since.IsZero() {
 					return 0
 				}
-				return time.Since(since).Seconds()
+				return m.clock.Since(since).Seconds()
 			}))
 	}
 	return m
@@ -112,27 +108,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 func (m *metrics) lag() (source, applied int64, behindSince time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.source, m.appliedRev, m.behindSince
+	return m.progress.Lag()
 }
 
-func (m *metrics) sourceAt(rev int64) {
+func (m *metrics) sourceAt(rev int64, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if rev > m.source {
-		m.source = rev
-		if m.behindSince.IsZero() && rev > m.appliedRev {
-			m.behindSince = time.Now()
-		}
-	}
+	m.progress.SourceAt(rev, now)
 }
 
 func (m *metrics) appliedAt(rev int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.appliedRev = rev
-	if rev >= m.source {
-		m.behindSince = time.Time{}
-	}
+	m.progress.AppliedAt(rev)
 }
 
 // committed records progress: a destination transaction went through.
@@ -140,34 +128,26 @@ func (m *metrics) committed(now time.Time) {
 	m.txns.Inc()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.lastProgress, m.lastErr = now, nil
+	m.progress.Committed(now)
 }
 
 // failing records an attempt that did not go through.
 func (m *metrics) failing(err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.lastErr = err
+	m.progress.Failing(err)
 }
 
-// stall is the stall decision at now: the mirror is stalled when it has
-// had work to do (behind the newest source revision it has seen, or its
-// last attempt failed) for at least after without a commit. It reports
-// whether that changed since the last call, and the last error.
-func (m *metrics) stall(now time.Time, after time.Duration) (stalled, changed bool, lastErr error, idleFor time.Duration) {
+// stall applies the stall rule (core.Progress.Check) at now and sets the
+// stalled gauge.
+func (m *metrics) stall(now time.Time, after time.Duration) core.Verdict {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.lastErr == nil && m.appliedRev >= m.source {
-		m.lastProgress = now // nothing to do is not a stall
-	}
-	idleFor = now.Sub(m.lastProgress)
-	stalled = idleFor >= after
-	changed = stalled != m.isStalled
-	m.isStalled = stalled
-	if stalled {
+	v := m.progress.Check(now, after)
+	if v.Stalled {
 		m.stalled.Set(1)
 	} else {
 		m.stalled.Set(0)
 	}
-	return stalled, changed, m.lastErr, idleFor
+	return v
 }

@@ -7,10 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+	"github.com/understudy-kv/understudy/mirror/core"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -39,6 +40,7 @@ var (
 type mirror struct {
 	cfg       Config
 	lg        *zap.Logger
+	clock     clockwork.Clock
 	m         *metrics
 	sourceID  string
 	destID    string
@@ -80,7 +82,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	mr := &mirror{cfg: cfg, lg: cfg.Logger, m: newMetrics(cfg.Registerer), cpKey: CheckpointKey(cfg.Name),
+	clock := cfg.Clock
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
+	mr := &mirror{cfg: cfg, lg: cfg.Logger, clock: clock, m: newMetrics(cfg.Registerer, clock), cpKey: CheckpointKey(cfg.Name),
 		ownPrefix: ownPrefix(cfg.Name), token: newToken()}
 	if err := mr.preflight(ctx); err != nil {
 		return err
@@ -106,33 +112,36 @@ func Run(ctx context.Context, cfg Config) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); mr.leases.watchSource(ctx) }()
 	}
-	backoff := newBackoff()
+	return mr.loop(ctx)
+}
+
+// loop runs steps until ctx ends or one is fatal, reacting to each
+// step's outcome as core.React says.
+func (mr *mirror) loop(ctx context.Context) error {
+	backoff := mr.newBackoff()
 	for ctx.Err() == nil {
 		err := mr.step(ctx)
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			return nil
-		case errors.Is(err, errFenced), errors.Is(err, ErrRefused):
+		}
+		switch core.React(outcome(err)) {
+		case core.Stop:
 			return err
-		case errors.Is(err, errCompacted):
+		case core.SyncAgain:
 			mr.lg.Warn("the source compacted past the checkpoint; syncing in full again", zap.Int64("checkpoint", mr.cp.Revision))
 			mr.m.resyncs.Inc()
-			next := *mr.cp
-			next.Phase, next.Revision, next.SyncedThrough, next.From = PhaseSync, 0, "", 0
-			next.Resyncs++
+			next := core.Resync(*mr.cp)
 			mr.cp = &next // written with the first page of the new sync
-			backoff.reset()
-			continue
-		case errors.Is(err, errLanded):
-			continue
-		case err != nil:
+			backoff.Reset()
+		case core.Retry:
+		case core.BackOff:
 			mr.m.failing(err)
-			d := backoff.next()
+			d := backoff.Next()
 			mr.lg.Warn("mirror interrupted; resuming from the checkpoint", zap.Error(err), zap.Duration("after", d))
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(d):
+			case <-mr.clock.After(d):
 			}
 			// The write may or may not have landed: the checkpoint says.
 			if err := mr.reload(ctx); errors.Is(err, errFenced) {
@@ -140,20 +149,36 @@ func Run(ctx context.Context, cfg Config) error {
 			} else if err != nil && ctx.Err() == nil {
 				mr.lg.Warn("cannot read the checkpoint", zap.Error(err))
 			}
-			continue
+		default:
+			backoff.Reset()
 		}
-		backoff.reset()
 	}
 	return nil
 }
 
+// outcome classifies a step's error for core.React.
+func outcome(err error) core.Outcome {
+	switch {
+	case err == nil:
+		return core.Done
+	case errors.Is(err, errFenced), errors.Is(err, ErrRefused):
+		return core.Fatal
+	case errors.Is(err, errCompacted):
+		return core.Compacted
+	case errors.Is(err, errLanded):
+		return core.Landed
+	}
+	return core.Failed
+}
+
 // step does the next phase from the checkpoint: a full sync, then streaming.
 func (mr *mirror) step(ctx context.Context) error {
-	if mr.failback.adopt {
+	step := core.NextStep(mr.cp, mr.failback.adopt)
+	if step == core.StepAdopt {
 		return mr.adopt(ctx)
 	}
 	var w *sourceWatch
-	if mr.cp == nil || mr.cp.Phase == PhaseSync {
+	if step == core.StepSync {
 		var err error
 		if w, err = mr.sync(ctx); err != nil {
 			return err
@@ -164,7 +189,7 @@ func (mr *mirror) step(ctx context.Context) error {
 
 // retry calls f until it succeeds or ctx ends, backing off between tries.
 func (mr *mirror) retry(ctx context.Context, what string, f func(context.Context) error) error {
-	b := newBackoff()
+	b := mr.newBackoff()
 	for {
 		rctx, cancel := context.WithTimeout(ctx, mr.cfg.RequestTimeout)
 		err := f(rctx)
@@ -173,12 +198,12 @@ func (mr *mirror) retry(ctx context.Context, what string, f func(context.Context
 			return errors.Join(err, ctx.Err())
 		}
 		mr.m.failing(err)
-		d := b.next()
+		d := b.Next()
 		mr.lg.Warn(what, zap.Error(err), zap.Duration("retry-after", d))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(d):
+		case <-mr.clock.After(d):
 		}
 	}
 }
@@ -231,12 +256,12 @@ func (mr *mirror) commit(ctx context.Context, ops []owned, next Checkpoint) ([]*
 		}
 	}
 	creating := mr.cpModRev == 0
-	next.Updated, next.Token = time.Now().UTC(), mr.token
+	next.Updated, next.Token = mr.clock.Now().UTC(), mr.token
 	txnOps := make([]clientv3.Op, 0, len(ops)+1)
 	for _, o := range ops {
 		txnOps = append(txnOps, o.op)
 	}
-	txnOps = append(txnOps, clientv3.OpPut(mr.cpKey, next.encode()))
+	txnOps = append(txnOps, clientv3.OpPut(mr.cpKey, next.Encode()))
 	cmp := clientv3.Compare(clientv3.ModRevision(mr.cpKey), "=", mr.cpModRev)
 	tctx, cancel := context.WithTimeout(ctx, mr.cfg.RequestTimeout)
 	resp, err := mr.cfg.Dest.Txn(tctx).If(cmp).Then(txnOps...).Commit()
@@ -252,7 +277,7 @@ func (mr *mirror) commit(ctx context.Context, ops []owned, next Checkpoint) ([]*
 		return nil, errLanded
 	}
 	mr.cp, mr.cpModRev = &next, resp.Header.Revision
-	mr.m.committed(time.Now())
+	mr.m.committed(mr.clock.Now())
 	if creating {
 		mr.claimRev, mr.cycleDue = mr.cpModRev, true
 		if err := mr.recheck(ctx); err != nil {
@@ -273,15 +298,16 @@ func (mr *mirror) commitResp(ctx context.Context, ops []owned) ([]*pb.ResponseOp
 	return mr.commit(ctx, ops, *mr.cp)
 }
 
-// mapKey is a source key's name in the destination.
-func (mr *mirror) mapKey(k []byte) string {
-	return mr.cfg.DestPrefix + strings.TrimPrefix(string(k), mr.cfg.Prefix)
+// mapping is the mirror's prefix mapping.
+func (mr *mirror) mapping() core.Mapping {
+	return core.Mapping{Prefix: mr.cfg.Prefix, DestPrefix: mr.cfg.DestPrefix}
 }
 
+// mapKey is a source key's name in the destination.
+func (mr *mirror) mapKey(k []byte) string { return mr.mapping().Map(k) }
+
 // unmapKey is a destination key's name in the source.
-func (mr *mirror) unmapKey(k []byte) string {
-	return mr.cfg.Prefix + strings.TrimPrefix(string(k), mr.cfg.DestPrefix)
-}
+func (mr *mirror) unmapKey(k []byte) string { return mr.mapping().Unmap(k) }
 
 // fresh is a checkpoint of this mirror with nothing applied yet.
 func (mr *mirror) fresh() Checkpoint {
@@ -300,7 +326,7 @@ func span(prefix string) (key, end string) {
 
 // reserved reports the mirrors' own keys, never copied, deleted or
 // compared.
-func reserved(k []byte) bool { return strings.HasPrefix(string(k), ReservedPrefix) }
+func reserved(k []byte) bool { return core.Reserved(k) }
 
 // newToken is a random mark for this process's checkpoints.
 func newToken() string {
@@ -309,15 +335,7 @@ func newToken() string {
 	return hex.EncodeToString(b)
 }
 
-// backoff doubles from 100ms to 5s, with jitter.
-type backoff struct{ d time.Duration }
-
-func newBackoff() *backoff { return &backoff{d: 100 * time.Millisecond} }
-
-func (b *backoff) reset() { b.d = 100 * time.Millisecond }
-
-func (b *backoff) next() time.Duration {
-	d := b.d/2 + rand.N(b.d/2+1)
-	b.d = min(2*b.d, 5*time.Second)
-	return d
+// newBackoff is core.Backoff with random jitter.
+func (mr *mirror) newBackoff() *core.Backoff {
+	return core.NewBackoff(func(n time.Duration) time.Duration { return rand.N(n + 1) })
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/understudy-kv/understudy/mirror/core"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,42 +20,7 @@ import (
 // earlier of such a key is deleted (the key became another mirror's). The
 // feeder's ownership record of the key says who wrote a version: a mirror
 // puts the key and its record in one transaction, so the version it wrote
-// has the record's ModRevision.
-
-// writer is what a feeder's ownership record says of one key version.
-type writer int
-
-const (
-	// notFeeder: the feeder did not write this version.
-	notFeeder writer = iota
-	// byFeeder: the feeder wrote this version.
-	byFeeder
-	// askAtRev: the feeder wrote the key again since; its record as of the
-	// version's revision says.
-	askAtRev
-)
-
-// wroteIt decides, from a feeder's ownership record of a key as read at or
-// after rev (nil: none), whether the feeder wrote the key's version of
-// revision rev. With no record the feeder does not own the key now: if it
-// wrote that version, it has deleted the key since, and the delete comes
-// after it. A record older than the version means someone else wrote the
-// key after the feeder.
-func wroteIt(rev int64, rec *mvccpb.KeyValue) writer {
-	switch {
-	case rec == nil || rec.ModRevision < rev:
-		return notFeeder
-	case rec.ModRevision == rev:
-		return byFeeder
-	}
-	return askAtRev
-}
-
-// version names one key version.
-type version struct {
-	key string
-	rev int64
-}
+// has the record's ModRevision (core.WroteIt decides from it).
 
 // feeders are the mirrors, among links, that write into this mirror's
 // source under its prefix.
@@ -70,8 +36,8 @@ func (mr *mirror) feedersOf(links []link) []link {
 
 // mirrored returns the versions among kvs (source keys, in any order)
 // that a feeder wrote; none under CopyMirrored.
-func (mr *mirror) mirrored(ctx context.Context, kvs []*mvccpb.KeyValue) (map[version]bool, error) {
-	out := map[version]bool{}
+func (mr *mirror) mirrored(ctx context.Context, kvs []*mvccpb.KeyValue) (core.Versions, error) {
+	out := core.Versions{}
 	if mr.cfg.CopyMirrored || len(kvs) == 0 {
 		return out, nil
 	}
@@ -108,7 +74,7 @@ func (mr *mirror) mirrored(ctx context.Context, kvs []*mvccpb.KeyValue) (map[ver
 
 // feederWrote adds to out the versions of kvs (keys in [lo, hi]) that the
 // feeder named name wrote.
-func (mr *mirror) feederWrote(ctx context.Context, name string, kvs []*mvccpb.KeyValue, lo, hi string, out map[version]bool) error {
+func (mr *mirror) feederWrote(ctx context.Context, name string, kvs []*mvccpb.KeyValue, lo, hi string, out core.Versions) error {
 	own := ownPrefix(name)
 	recs := map[string]*mvccpb.KeyValue{}
 	p := &pager{cli: mr.cfg.Source, next: own + lo, end: own + hi + "\x00", size: mr.cfg.PageSize, keysOnly: true, all: true}
@@ -126,20 +92,20 @@ func (mr *mirror) feederWrote(ctx context.Context, name string, kvs []*mvccpb.Ke
 	}
 	for _, kv := range kvs {
 		k := string(kv.Key)
-		switch wroteIt(kv.ModRevision, recs[k]) {
-		case byFeeder:
-			out[version{k, kv.ModRevision}] = true
-		case askAtRev:
+		switch core.WroteIt(kv.ModRevision, recs[k]) {
+		case core.ByFeeder:
+			out[core.Version{Key: k, Rev: kv.ModRevision}] = true
+		case core.AskAtRev:
 			resp, err := mr.get(ctx, mr.cfg.Source, own+k, clientv3.WithRev(kv.ModRevision), clientv3.WithKeysOnly())
 			switch {
 			case errors.Is(err, rpctypes.ErrCompacted):
 				// Which writer is lost; the key's newer version is the
 				// feeder's: leave this one out too.
-				out[version{k, kv.ModRevision}] = true
+				out[core.Version{Key: k, Rev: kv.ModRevision}] = true
 			case err != nil:
 				return fmt.Errorf("mirror: ownership record of mirror %q in the source at revision %d: %w", name, kv.ModRevision, err)
-			case len(resp.Kvs) > 0 && wroteIt(kv.ModRevision, resp.Kvs[0]) == byFeeder:
-				out[version{k, kv.ModRevision}] = true
+			case len(resp.Kvs) > 0 && core.WroteIt(kv.ModRevision, resp.Kvs[0]) == core.ByFeeder:
+				out[core.Version{Key: k, Rev: kv.ModRevision}] = true
 			}
 		}
 	}
@@ -152,5 +118,5 @@ func (mr *mirror) dropMirrored(ctx context.Context, kvs []*mvccpb.KeyValue) ([]*
 	if err != nil {
 		return nil, err
 	}
-	return notIn(kvs, foreign), nil
+	return foreign.NotIn(kvs), nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/understudy-kv/understudy/mirror/core"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -16,35 +17,22 @@ import (
 // there, or if the key does not exist yet; the check is a compare inside
 // the transaction, so a key another writer creates at the same moment is
 // never overwritten either. Policy picks what happens to the keys of the
-// image the mirror did not write.
-type Policy int
+// image the mirror did not write; core.PutGuard and core.DeleteGuard
+// decide the compare, this file builds it.
+type Policy = core.Policy
 
 const (
-	// Keep (the default) never touches a key the mirror did not write; a
-	// source key that lands on one is a conflict: skipped, logged, counted.
-	Keep Policy = iota
-	// Overwrite copies over keys the mirror did not write (and owns them
-	// from then on), but deletes nothing it did not write.
-	Overwrite
+	// Keep (the default) never touches a key the mirror did not write.
+	Keep = core.Keep
+	// Overwrite copies over keys the mirror did not write.
+	Overwrite = core.Overwrite
 	// Prune makes the image an exact copy of the source.
-	Prune
+	Prune = core.Prune
 )
 
-func (p Policy) String() string {
-	switch p {
-	case Overwrite:
-		return "overwrite"
-	case Prune:
-		return "prune"
-	}
-	return "keep"
-}
-
 // nestedOps is how many operations the ownership checks add to a
-// transaction's budget: etcd counts a nested transaction's operations
-// against what its parent leaves (checkTxnRequest), and a put under Keep
-// nests two deep with two operations at each level.
-const nestedOps = 4
+// transaction's budget (core.NestedOps).
+const nestedOps = core.NestedOps
 
 // ownPrefix holds the ownership records of the mirror named name.
 func ownPrefix(name string) string { return ReservedPrefix + name + "/own/" }
@@ -57,8 +45,8 @@ type owned struct {
 	op  clientv3.Op
 }
 
-// putOwned writes key (and its ownership record) if the mirror owns key,
-// if key does not exist, or always under Overwrite and Prune.
+// putOwned writes key (and its ownership record) under the guard of the
+// mirror's policy.
 func (mr *mirror) putOwned(key, val string, lease clientv3.LeaseID) owned {
 	own := mr.ownPrefix + key
 	var opts []clientv3.OpOption
@@ -66,7 +54,7 @@ func (mr *mirror) putOwned(key, val string, lease clientv3.LeaseID) owned {
 		opts = append(opts, clientv3.WithLease(lease))
 	}
 	write := []clientv3.Op{clientv3.OpPut(key, val, opts...), clientv3.OpPut(own, "", opts...)}
-	if mr.cfg.Policy != Keep {
+	if core.PutGuard(mr.cfg.Policy) == core.Always {
 		return owned{key: key, put: true, op: clientv3.OpTxn(nil, write, nil)}
 	}
 	absent := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, write, nil)
@@ -74,12 +62,12 @@ func (mr *mirror) putOwned(key, val string, lease clientv3.LeaseID) owned {
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(own), ">", 0)}, write, []clientv3.Op{absent})}
 }
 
-// deleteOwned deletes key (and its ownership record) if the mirror owns
-// it, or always under Prune.
+// deleteOwned deletes key (and its ownership record) under the guard of
+// the mirror's policy.
 func (mr *mirror) deleteOwned(key string) owned {
 	own := mr.ownPrefix + key
 	del := []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(own)}
-	if mr.cfg.Policy == Prune {
+	if core.DeleteGuard(mr.cfg.Policy) == core.Always {
 		return owned{key: key, op: clientv3.OpTxn(nil, del, nil)}
 	}
 	return owned{key: key, op: clientv3.OpTxn(
@@ -87,7 +75,7 @@ func (mr *mirror) deleteOwned(key string) owned {
 }
 
 // skipped lists the puts of ops that a transaction's response says were
-// not written: the key exists and the mirror does not own it.
+// not written (core.Answer): the key exists and the mirror does not own it.
 func skipped(ops []owned, resp []*pb.ResponseOp) []string {
 	var out []string
 	for i, o := range ops {
@@ -95,15 +83,18 @@ func skipped(ops []owned, resp []*pb.ResponseOp) []string {
 			continue
 		}
 		t := resp[i].GetResponseTxn()
-		if t == nil || t.Succeeded {
+		if t == nil {
 			continue
 		}
+		a := core.Answer{Then: t.Succeeded}
 		if len(t.Responses) == 1 {
-			if inner := t.Responses[0].GetResponseTxn(); inner != nil && inner.Succeeded {
-				continue
+			if inner := t.Responses[0].GetResponseTxn(); inner != nil {
+				a.ElseTxn, a.ElseThen = true, inner.Succeeded
 			}
 		}
-		out = append(out, o.key)
+		if !a.Written() {
+			out = append(out, o.key)
+		}
 	}
 	return out
 }

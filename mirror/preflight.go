@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -47,7 +46,7 @@ func (mr *mirror) preflight(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mr.checkedAt = time.Now()
+	mr.checkedAt = mr.clock.Now()
 	if err := mr.checkDestCheckpoints(cps); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/understudy-kv/understudy/mirror/core"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -82,7 +83,7 @@ func (mr *mirror) restore(ctx context.Context, srcs []int64) (err error) {
 	if err := mr.ensureLeases(ctx, kvs); err != nil {
 		return err
 	}
-	for chunk := range chunks(kvs, mr.batch()) {
+	for chunk := range core.Chunks(kvs, mr.batch()) {
 		ops := make([]owned, len(chunk))
 		for i, kv := range chunk {
 			ops[i] = mr.putOp(kv)

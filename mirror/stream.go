@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/understudy-kv/understudy/mirror/core"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -155,7 +156,7 @@ func (mr *mirror) stream(ctx context.Context, w *sourceWatch) error {
 	if err := mr.checkLeases(ctx); err != nil {
 		return err
 	}
-	tick := time.NewTicker(mr.cfg.ProgressInterval)
+	tick := mr.clock.NewTicker(mr.cfg.ProgressInterval)
 	defer tick.Stop()
 	var lost <-chan struct{}
 	if mr.leases != nil {
@@ -174,7 +175,7 @@ func (mr *mirror) stream(ctx context.Context, w *sourceWatch) error {
 		}
 		batch, failed := w.take(passResponses)
 		if len(batch) == 0 && failed == nil {
-			if err := mr.idle(ctx, w, tick.C, lost); err != nil {
+			if err := mr.idle(ctx, w, tick.Chan(), lost); err != nil {
 				return err
 			}
 			continue
@@ -187,20 +188,16 @@ func (mr *mirror) stream(ctx context.Context, w *sourceWatch) error {
 		if n := len(events); n > 0 {
 			pos = max(pos, events[n-1].Kv.ModRevision)
 		}
-		mr.m.sourceAt(pos)
+		mr.m.sourceAt(pos, mr.clock.Now())
 		if len(events) > 0 {
 			if err := mr.apply(ctx, events); err != nil {
 				return err
 			}
-		} else if progress > mr.cp.Revision && time.Since(lastProgress) >= mr.cfg.ProgressInterval {
-			// Every event up to this revision has been sent: nothing
-			// of the prefix changed since the checkpoint.
-			next := *mr.cp
-			next.From, next.Revision = mr.cp.Revision+1, progress
+		} else if next, ok := core.ProgressCheckpoint(*mr.cp, progress, mr.clock.Now(), lastProgress, mr.cfg.ProgressInterval); ok {
 			if _, err := mr.commit(ctx, nil, next); err != nil {
 				return err
 			}
-			lastProgress = time.Now()
+			lastProgress = mr.clock.Now()
 		}
 		mr.m.appliedAt(mr.cp.Revision)
 	}
@@ -228,8 +225,8 @@ func (mr *mirror) idle(ctx context.Context, w *sourceWatch, tick <-chan time.Tim
 
 // eventsOf are the events of a pass's watch responses, in order, and the
 // newest revision a progress notification among them reported.
-func eventsOf(batch []clientv3.WatchResponse) ([]*clientv3.Event, int64) {
-	var events []*clientv3.Event
+func eventsOf(batch []clientv3.WatchResponse) ([]*mvccpb.Event, int64) {
+	var events []*mvccpb.Event
 	var progress int64
 	for _, resp := range batch {
 		switch {
@@ -237,15 +234,18 @@ func eventsOf(batch []clientv3.WatchResponse) ([]*clientv3.Event, int64) {
 		case resp.IsProgressNotify():
 			progress = max(progress, resp.Header.Revision)
 		default:
-			events = append(events, resp.Events...)
+			for _, ev := range resp.Events {
+				events = append(events, (*mvccpb.Event)(ev))
+			}
 		}
 	}
 	return events, progress
 }
 
-// apply writes events, grouped by revision, in as few transactions as the
-// op limit allows, each with the checkpoint of the last revision in it.
-func (mr *mirror) apply(ctx context.Context, events []*clientv3.Event) error {
+// apply writes events, grouped by revision into as few transactions as
+// the op limit allows (core.Plan), each with the checkpoint of the last
+// revision in it.
+func (mr *mirror) apply(ctx context.Context, events []*mvccpb.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -259,100 +259,16 @@ func (mr *mirror) apply(ctx context.Context, events []*clientv3.Event) error {
 	if err != nil {
 		return err
 	}
-	if err := mr.ensureLeases(ctx, notIn(kvs, foreign)); err != nil {
+	if err := mr.ensureLeases(ctx, foreign.NotIn(kvs)); err != nil {
 		return err
 	}
-	limit := mr.batch()
-	var (
-		ops   []owned
-		index = map[string]int{} // key → its op in ops: a later revision replaces it
-		last  int64
-		revs  int
-	)
-	flush := func() error {
-		if revs == 0 {
-			return nil
-		}
-		next := *mr.cp
-		next.Phase, next.From, next.Revision = PhaseStream, mr.cp.Revision+1, last
-		if _, err := mr.commit(ctx, ops, next); err != nil {
+	for _, t := range core.Plan(*mr.cp, events, mr.batch(), mr.mapping(), foreign) {
+		if _, err := mr.commit(ctx, mr.opsOf(t.Changes), t.Checkpoint); err != nil {
 			return err
 		}
-		mr.m.applied.Add(float64(revs))
-		ops, index, revs = nil, map[string]int{}, 0
-		return nil
-	}
-	for len(events) > 0 {
-		rev := events[0].Kv.ModRevision
-		n := 1
-		for n < len(events) && events[n].Kv.ModRevision == rev {
-			n++
-		}
-		group := events[:n]
-		events = events[n:]
-		// A revision that changes a key already in the transaction starts
-		// the next one: etcd refuses a key twice in a transaction, and
-		// folding the two changes into one would hide the earlier from
-		// every destination watcher. Each source revision's changes reach
-		// the destination, in the source's order.
-		if len(ops)+len(group) > limit || touchesAny(group, index, mr) {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		// One source transaction bigger than ours: all but its last part
-		// go without moving the checkpoint. Its puts and deletes are of
-		// distinct keys, so doing a part again after a crash leaves the
-		// same state.
-		for len(group) > limit {
-			if _, err := mr.commitResp(ctx, mr.ops(group[:limit], foreign)); err != nil {
-				return err
-			}
-			group = group[limit:]
-		}
-		for _, ev := range group {
-			if reserved(ev.Kv.Key) {
-				continue
-			}
-			op := mr.op(ev, foreign)
-			index[op.key] = len(ops)
-			ops = append(ops, op)
-		}
-		last = rev
-		revs++
-	}
-	return flush()
-}
-
-// touchesAny reports whether an event of group changes a key already in
-// index (the destination keys of the transaction being built).
-func touchesAny(group []*clientv3.Event, index map[string]int, mr *mirror) bool {
-	for _, ev := range group {
-		if reserved(ev.Kv.Key) {
-			continue
-		}
-		if _, ok := index[mr.mapKey(ev.Kv.Key)]; ok {
-			return true
+		if t.Revisions > 0 {
+			mr.m.applied.Add(float64(t.Revisions))
 		}
 	}
-	return false
-}
-
-func (mr *mirror) ops(evs []*clientv3.Event, foreign map[version]bool) []owned {
-	out := make([]owned, 0, len(evs))
-	for _, ev := range evs {
-		if !reserved(ev.Kv.Key) {
-			out = append(out, mr.op(ev, foreign))
-		}
-	}
-	return out
-}
-
-// op is one event as a destination operation; a put of a version another
-// mirror wrote (foreign) deletes this mirror's copy instead.
-func (mr *mirror) op(ev *clientv3.Event, foreign map[version]bool) owned {
-	if ev.Type == mvccpb.DELETE {
-		return mr.deleteOwned(mr.mapKey(ev.Kv.Key))
-	}
-	return mr.putOrDrop(ev.Kv, foreign)
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/understudy-kv/understudy/mirror/core"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -31,18 +32,12 @@ import (
 // source has compacted H away before the watch opens (the mirror was
 // interrupted), the sync starts again from the first key.
 func (mr *mirror) sync(ctx context.Context) (*sourceWatch, error) {
-	if mr.cp == nil || mr.cp.Phase != PhaseSync || mr.cp.Revision == 0 {
+	if core.SyncFromScratch(mr.cp) {
 		head, err := mr.sourceHead(ctx)
 		if err != nil {
 			return nil, err
 		}
-		next := mr.fresh()
-		if mr.cp != nil {
-			next.Resyncs = mr.cp.Resyncs
-		} else {
-			next.Fresh = mr.noneOwned
-		}
-		next.Phase, next.Revision = PhaseSync, head
+		next := core.StartSync(mr.fresh(), mr.cp, mr.noneOwned, head)
 		if _, err := mr.commit(ctx, nil, next); err != nil {
 			return nil, err
 		}
@@ -55,14 +50,13 @@ func (mr *mirror) sync(ctx context.Context) (*sourceWatch, error) {
 		w.stop()
 		return nil, err
 	}
-	if !mr.cp.Fresh || mr.cfg.Policy == Prune {
+	if core.NeedsSweep(*mr.cp, mr.cfg.Policy) {
 		if err := mr.sweep(ctx, w); err != nil {
 			w.stop()
 			return nil, err
 		}
 	}
-	next := *mr.cp
-	next.Phase, next.SyncedThrough, next.From, next.Fresh = PhaseStream, "", 0, false
+	next := core.SyncDone(*mr.cp)
 	if _, err := mr.commit(ctx, nil, next); err != nil {
 		w.stop()
 		return nil, err
@@ -99,7 +93,7 @@ func (mr *mirror) copyAll(ctx context.Context, w *sourceWatch) error {
 		}
 	}
 	// An image the mirror never wrote (Fresh) has nothing to compare with.
-	compare := !mr.cp.Fresh
+	compare := core.CompareFirst(*mr.cp)
 	mr.lg.Info("syncing in full", zap.Int64("watch-from", mr.cp.Revision+1), zap.Int64("keys", total),
 		zap.Int64("already-copied", copied), zap.Stringer("policy", mr.cfg.Policy), zap.Bool("compare-first", compare))
 	var written, unchanged int
@@ -118,7 +112,7 @@ func (mr *mirror) copyAll(ctx context.Context, w *sourceWatch) error {
 		if err != nil {
 			return err
 		}
-		if err := mr.ensureLeases(ctx, notIn(page.Kvs, foreign)); err != nil {
+		if err := mr.ensureLeases(ctx, foreign.NotIn(page.Kvs)); err != nil {
 			return err
 		}
 		n, same, err := mr.copyPage(ctx, page.Kvs, foreign, compare)
@@ -143,39 +137,27 @@ func (mr *mirror) copyAll(ctx context.Context, w *sourceWatch) error {
 }
 
 // copyPage writes a page of a full sync (only the keys that differ, if
-// compare), then moves the checkpoint's SyncedThrough to its last key; it
-// returns how many keys it wrote and how many it found unchanged.
-func (mr *mirror) copyPage(ctx context.Context, kvs []*mvccpb.KeyValue, foreign map[version]bool, compare bool) (int, int, error) {
-	ops, same, err := mr.pageOps(ctx, kvs, foreign, compare)
+// compare), then moves the checkpoint's SyncedThrough to its last key
+// (core.PlanPage); it returns how many keys it wrote and how many it found
+// unchanged.
+func (mr *mirror) copyPage(ctx context.Context, kvs []*mvccpb.KeyValue, foreign core.Versions, compare bool) (int, int, error) {
+	changes, same, err := mr.pageOps(ctx, kvs, foreign, compare)
 	if err != nil {
 		return 0, 0, err
 	}
-	last := string(kvs[len(kvs)-1].Key)
-	for chunk := range chunks(ops, mr.batch()) {
-		batch := make([]owned, len(chunk))
-		for i, o := range chunk {
-			batch[i] = o.op
-		}
-		next := *mr.cp
-		next.SyncedThrough = chunk[len(chunk)-1].src
-		if _, err := mr.commit(ctx, batch, next); err != nil {
+	for _, t := range core.PlanPage(*mr.cp, changes, string(kvs[len(kvs)-1].Key), mr.batch()) {
+		if _, err := mr.commit(ctx, mr.opsOf(t.Changes), t.Checkpoint); err != nil {
 			return 0, 0, err
 		}
-		mr.m.syncedKeys.Add(float64(len(chunk)))
-	}
-	if mr.cp.SyncedThrough != last {
-		// The page's last keys were unchanged (or reserved).
-		next := *mr.cp
-		next.SyncedThrough = last
-		if _, err := mr.commit(ctx, nil, next); err != nil {
-			return 0, 0, err
+		if len(t.Changes) > 0 {
+			mr.m.syncedKeys.Add(float64(len(t.Changes)))
 		}
 	}
 	if compare {
-		mr.m.resyncWritten.Add(float64(len(ops)))
+		mr.m.resyncWritten.Add(float64(len(changes)))
 		mr.m.resyncUnchanged.Add(float64(same))
 	}
-	return len(ops), same, nil
+	return len(changes), same, nil
 }
 
 // sweep deletes the destination keys of the image that the source does
@@ -205,13 +187,8 @@ func (mr *mirror) sweep(ctx context.Context, w *sourceWatch) error {
 			if err != nil {
 				return err
 			}
-			var dels []owned
-			for _, k := range keys {
-				if !inSource[k] {
-					dels = append(dels, mr.deleteOwned(k))
-				}
-			}
-			for chunk := range chunks(dels, mr.batch()) {
+			dels := mr.opsOf(core.Gone(keys, inSource))
+			for chunk := range core.Chunks(dels, mr.batch()) {
 				resp, err := mr.commitResp(ctx, chunk)
 				if err != nil {
 					return err
@@ -277,25 +254,19 @@ func (mr *mirror) putOp(kv *mvccpb.KeyValue) owned {
 	return mr.putOwned(mr.mapKey(kv.Key), string(kv.Value), id)
 }
 
-// putOrDrop copies one source key, or, if another mirror wrote its
-// version (foreign), deletes the copy this mirror may have made before.
-func (mr *mirror) putOrDrop(kv *mvccpb.KeyValue, foreign map[version]bool) owned {
-	if foreign[version{string(kv.Key), kv.ModRevision}] {
-		mr.m.mirroredSkipped.Inc()
-		return mr.deleteOwned(mr.mapKey(kv.Key))
-	}
-	return mr.putOp(kv)
-}
-
-// notIn is kvs without the versions in foreign.
-func notIn(kvs []*mvccpb.KeyValue, foreign map[version]bool) []*mvccpb.KeyValue {
-	if len(foreign) == 0 {
-		return kvs
-	}
-	out := make([]*mvccpb.KeyValue, 0, len(kvs))
-	for _, kv := range kvs {
-		if !foreign[version{string(kv.Key), kv.ModRevision}] {
-			out = append(out, kv)
+// opsOf are changes as destination operations; a put of a version
+// another mirror wrote is counted as it becomes a delete.
+func (mr *mirror) opsOf(changes []core.Change) []owned {
+	out := make([]owned, len(changes))
+	for i, c := range changes {
+		switch {
+		case c.Put != nil:
+			out[i] = mr.putOp(c.Put)
+		case c.Foreign:
+			mr.m.mirroredSkipped.Inc()
+			out[i] = mr.deleteOwned(c.Key)
+		default:
+			out[i] = mr.deleteOwned(c.Key)
 		}
 	}
 	return out
@@ -330,17 +301,4 @@ func skipReserved(next, end string) string {
 		return rend
 	}
 	return next
-}
-
-// chunks splits s into runs of at most n.
-func chunks[T any](s []T, n int) func(func([]T) bool) {
-	return func(yield func([]T) bool) {
-		for len(s) > 0 {
-			k := min(n, len(s))
-			if !yield(s[:k]) {
-				return
-			}
-			s = s[k:]
-		}
-	}
 }

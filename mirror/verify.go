@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/understudy-kv/understudy/mirror/core"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -312,7 +313,7 @@ func (fs *feederScan) wrote(ctx context.Context, kv *mvccpb.KeyValue) (bool, err
 			}
 			fs.at[i], fs.read[i] = rec, true
 		}
-		if r := fs.at[i]; r != nil && strings.TrimPrefix(string(r.Key), fs.pre[i]) == k && wroteIt(kv.ModRevision, r) == byFeeder {
+		if r := fs.at[i]; r != nil && strings.TrimPrefix(string(r.Key), fs.pre[i]) == k && core.WroteIt(kv.ModRevision, r) == core.ByFeeder {
 			by = true
 		}
 	}
