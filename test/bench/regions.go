@@ -143,8 +143,10 @@ func regionsScenario(p params, quick bool, plotDir string) ([]Row, error) {
 			learner: clients(r, g.LearnerURL, conns),
 			remote:  clients(r, g.RemoteClientURL(tp.leader), conns),
 		}
+		ready := watchReady(g.Replica.ClientURL, g.Cluster)
 		for _, rtt := range regionRTTs {
 			g.SetRTT(rtt, jitterAt(rtt))
+			ready.begin(rtt)
 			// One op on every path first, not counted: connections opened
 			// and warmed at this RTT.
 			for _, path := range regionPaths {
@@ -170,7 +172,9 @@ func regionsScenario(p params, quick bool, plotDir string) ([]Row, error) {
 			watchers = 200
 		}
 		rtt := regionRTTs[len(regionRTTs)-1]
-		rows = append(rows, regionWatchRows(r, g, tp, p, rtt, watchers)...)
+		watchRows := regionWatchRows(r, g, tp, p, rtt, watchers)
+		rows = append(rows, ready.finish()...)
+		rows = append(rows, watchRows...)
 	})
 	regionNotes(rows)
 	if plotDir != "" && len(samples) > 0 {
