@@ -245,13 +245,16 @@ func (mr *mirror) batch() int { return mr.cfg.MaxTxnOps - nestedOps - 1 }
 
 // putOp copies one source key, with the destination lease of its source
 // lease if it has one (ensureLeases has been called for it).
-func (mr *mirror) putOp(kv *mvccpb.KeyValue) owned {
+func (mr *mirror) putOp(kv *mvccpb.KeyValue) owned { return mr.putAs(mr.mapKey(kv.Key), kv) }
+
+// putAs copies one source key to the destination key key.
+func (mr *mirror) putAs(key string, kv *mvccpb.KeyValue) owned {
 	var id clientv3.LeaseID
 	if kv.Lease != 0 && mr.leases != nil {
 		// 0 if the source lease has expired: the key's delete is on its way.
 		id = mr.leases.dest(kv.Lease)
 	}
-	return mr.putOwned(mr.mapKey(kv.Key), string(kv.Value), id)
+	return mr.putOwned(key, string(kv.Value), id)
 }
 
 // opsOf are changes as destination operations; a put of a version
@@ -261,7 +264,7 @@ func (mr *mirror) opsOf(changes []core.Change) []owned {
 	for i, c := range changes {
 		switch {
 		case c.Put != nil:
-			out[i] = mr.putOp(c.Put)
+			out[i] = mr.putAs(c.Key, c.Put)
 		case c.Foreign:
 			mr.m.mirroredSkipped.Inc()
 			out[i] = mr.deleteOwned(c.Key)
