@@ -155,7 +155,11 @@ func (rep report) markdown() string {
 	writeReruns(w, rep)
 	w("Machine: %s, %s CPUs, %s memory, %s. etcd %s (stock etcd and primary built from this module), %s.\n\n",
 		rep.Machine["cpu"], rep.Machine["cpus"], rep.Machine["memory"], rep.Machine["os/arch"], rep.Machine["etcd"], rep.Machine["go"])
-	w("Every row ran on this machine in this run, with the same load generator (`test/bench/load.go`): %s. ", rep.Params)
+	if len(rep.Reruns) > 0 {
+		w("Every row ran on this machine, in the run above or a re-run listed above, with the same load generator (`test/bench/load.go`): %s. ", rep.Params)
+	} else {
+		w("Every row ran on this machine in this run, with the same load generator (`test/bench/load.go`): %s. ", rep.Params)
+	}
 	w("CPU-seconds are read from /proc for every process; \"leader CPU/10k\" is the leader's CPU-seconds per 10,000 operations.\n\n")
 	if len(rep.Failures) > 0 {
 		w("**Scenarios that failed in this run:**\n\n")

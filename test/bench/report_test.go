@@ -68,7 +68,7 @@ func TestMergeReplacesTheRowsOfTheScenariosRun(t *testing.T) {
 		t.Errorf("merge changed the earlier report's reruns: %+v", old.Reruns)
 	}
 	md := got.markdown()
-	for _, s := range []string{"This report mixes runs", "- catchup: on 2026-11-25T04:00:00Z in 1m0s", "- idle: on 2026-11-24T10:00:00Z"} {
+	for _, s := range []string{"This report mixes runs", "- catchup: on 2026-11-25T04:00:00Z in 1m0s", "- idle: on 2026-11-24T10:00:00Z", "in the run above or a re-run listed above"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("report does not say %q:\n%s", s, md[:min(len(md), 1500)])
 		}
