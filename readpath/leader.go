@@ -20,7 +20,7 @@ const maxNoLeaderCnt = 3
 // leaderWatch knows whether the replica has a leader, as etcd's
 // require-leader check asks: a known leader heard from within
 // noLeaderAfter (two election timeouts: a partitioned etcd follower loses
-// its leader after one, randomised), by raft's own traffic (LeaderContact),
+// its leader after one, randomised), by raft's own traffic (readindex.LeaderContact),
 // whatever --freshness-interval is.
 type leaderWatch struct {
 	contact       *readindex.LeaderContact

@@ -24,7 +24,7 @@ const (
 	// checkLeaderContact: the replica heard from its leader, by raft's own
 	// traffic, within one election timeout.
 	checkLeaderContact = "leader_contact"
-	// checkFreshness: the replica's freshness (see Freshness) is within
+	// checkFreshness: the replica's freshness (see readindex.Freshness) is within
 	// MaxStaleness.
 	checkFreshness = "freshness"
 	// etcdNonLearner is etcd's readyz check that fails every learner.

@@ -10,12 +10,12 @@
 //     waiting for one, then a local read once the replica has applied that
 //     index. Linearizable. The leader's cost is per round, not per read:
 //     rounds are at least ReadBatchInterval apart, and a round is held up to
-//     ReadBatchMaxWait for the readers coming back (batchPolicy), so a
+//     ReadBatchMaxWait for the readers coming back (readindex's batchPolicy), so a
 //     closed-loop client population shares one round per cycle.
 //   - weak (serializable=true, no bound): the local store as it is.
 //   - bounded (serializable=true with a bound, from the request's
 //     "understudy-max-staleness" metadata or the replica's --max-staleness):
-//     local if the replica is known fresh within the bound (see Freshness),
+//     local if the replica is known fresh within the bound (readindex.Freshness),
 //     else after a fresh ReadIndex round, or an Unavailable error at the
 //     request's deadline. Never older than the bound.
 //
@@ -94,7 +94,7 @@ type Config struct {
 	ReadBatchInterval time.Duration
 	// ReadBatchMaxWait is the most a read waits for its round to start
 	// while the round is held for the readers coming back (see
-	// batchPolicy); 0 holds no round back.
+	// readindex's batchPolicy); 0 holds no round back.
 	ReadBatchMaxWait time.Duration
 	// TLS, if set, serves the front over TLS.
 	TLS *tls.Config
