@@ -8,7 +8,9 @@ import (
 	"strings"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/understudy-kv/understudy/test/harness"
@@ -25,8 +27,10 @@ const (
 	// regionJitter is the most each chunk crossing the WAN waits beyond
 	// half the RTT.
 	regionJitter = 2 * time.Millisecond
-	// regionBound is the bounded reads' budget (understudy-max-staleness).
-	regionBound = "1s"
+	// regionBound is the bounded reads' budget (understudy-max-staleness);
+	// regionBoundBelow one below what a replica can prove at 150 ms RTT.
+	regionBound      = "1s"
+	regionBoundBelow = "100ms"
 	// regionPutRate is the puts/s under the watchers of the WAN-bytes rows.
 	regionPutRate = 200
 )
@@ -49,6 +53,9 @@ type regionPath struct {
 	on func(ep regionEndpoints) []*clientv3.Client
 	// rounds: count the replica's ReadIndex rounds during the row.
 	rounds bool
+	// tally, if set, is told the answer headers of each read (bounded
+	// reads), and says in the row's note what bounds they carried.
+	tally *boundTally
 }
 
 // regionEndpoints are region B's clients of each endpoint.
@@ -63,9 +70,19 @@ func regionGet(opts ...clientv3.OpOption) func(context.Context, *clientv3.Client
 	}
 }
 
-func regionBounded(ctx context.Context, cli *clientv3.Client, w int) error {
-	ctx = metadata.AppendToOutgoingContext(ctx, wire.MaxStalenessKey, regionBound)
-	return regionGet(clientv3.WithSerializable())(ctx, cli, w)
+// regionBounded is a serializable read with the bound (a Go duration) in
+// its metadata, whose answer headers go to t.
+func regionBounded(bound string, t *boundTally) func(context.Context, *clientv3.Client, int) error {
+	return func(ctx context.Context, cli *clientv3.Client, w int) error {
+		ctx = metadata.AppendToOutgoingContext(ctx, wire.MaxStalenessKey, bound)
+		var md metadata.MD
+		_, err := pb.NewKVClient(cli.ActiveConnection()).Range(ctx,
+			&pb.RangeRequest{Key: []byte("bench/key/" + strconv.Itoa(w*7919%1000)), Serializable: true}, grpc.Header(&md))
+		if err == nil {
+			t.add(md)
+		}
+		return err
+	}
 }
 
 func regionPut(ctx context.Context, cli *clientv3.Client, w int) error {
@@ -82,6 +99,7 @@ const (
 	pathReplicaStrong  = "replica strong"
 	pathAfterBounded   = "replica strong, right after bounded reads"
 	pathReplicaBounded = "replica bounded 1s"
+	pathBoundedBelow   = "replica bounded 100ms"
 	pathReplicaWeak    = "replica weak"
 	pathLearner        = "stock learner serializable"
 	pathRemoteStrong   = "remote voter linearizable"
@@ -93,10 +111,16 @@ const (
 // strong reads come first, while the replica's background rounds run at
 // their idle period; right after the bounded reads, which keep them at
 // --freshness-interval for 5 s, strong reads are measured again (1 client).
+var (
+	tally1s    = &boundTally{bound: time.Second}
+	tally100ms = &boundTally{bound: 100 * time.Millisecond}
+)
+
 var regionPaths = []regionPath{
 	{name: pathReplicaStrong, op: regionGet(), on: onReplica, rounds: true},
 	{name: pathReplicaWeak, op: regionGet(clientv3.WithSerializable()), on: onReplica},
-	{name: pathReplicaBounded, op: regionBounded, on: onReplica},
+	{name: pathReplicaBounded, op: regionBounded(regionBound, tally1s), on: onReplica, tally: tally1s},
+	{name: pathBoundedBelow, op: regionBounded(regionBoundBelow, tally100ms), on: onReplica, tally: tally100ms},
 	{name: pathAfterBounded, only1: true, op: regionGet(), on: onReplica, rounds: true},
 	{name: pathLearner, op: regionGet(clientv3.WithSerializable()), on: onLearner},
 	{name: pathRemoteStrong, op: regionGet(), on: onRemote},
@@ -205,6 +229,9 @@ func regionRun(r *runner, tp *topology, p params, path regionPath, ep regionEndp
 		}
 	}
 	lat := make([][]time.Duration, n)
+	if path.tally != nil {
+		path.tally.reset()
+	}
 	cpu := startCPU(tp.pids())
 	res := load(context.Background(), n, p.dur, func(ctx context.Context, w int) error {
 		t0 := time.Now()
@@ -228,7 +255,11 @@ func regionRun(r *runner, tp *topology, p params, path regionPath, ep regionEndp
 	}
 	slices.Sort(all)
 	r.Logf("%-62s %7.0f ops/s  p50 %v  p99 %v  leader %.3f CPU-s/10k", name, res.Throughput, res.P50.Round(time.Microsecond), res.P99.Round(time.Microsecond), res.CPUPer10k("leader"))
-	return Row{Scenario: regionsID, Name: name, Result: res}, all
+	row := Row{Scenario: regionsID, Name: name, Result: res}
+	if path.tally != nil {
+		row.Note = path.tally.note()
+	}
+	return row, all
 }
 
 // regionNotes writes, on the rows they concern, how the scenario was run
@@ -244,7 +275,7 @@ func regionNotes(rows []Row) {
 		}
 	}
 	first := regionRowName(pathReplicaStrong, 0, regionClients[0])
-	note(first, fmt.Sprintf("3 voters (primaries) in region A; the replica, a stock etcd learner and the clients (this load generator) in region B; every link between the regions through the harness's proxies, delayed by RTT/2 each way plus up to %v of jitter per chunk (none at RTT 0); links inside a region direct. Per RTT, in this order, each path at 1 then 32 clients (over %s connections), closed loop; remote voter = the leader, through the delayed client proxy. Reads: 1000 keys of 256 B; bounded reads carry %s: %s", regionJitter, "the run's", wire.MaxStalenessKey, regionBound))
+	note(first, fmt.Sprintf("3 voters (primaries) in region A; the replica, a stock etcd learner and the clients (this load generator) in region B; every link between the regions through the harness's proxies, delayed by RTT/2 each way plus up to %v of jitter per chunk (none at RTT 0); links inside a region direct. Per RTT, in this order, each path at 1 then 32 clients (over %s connections), closed loop; remote voter = the leader, through the delayed client proxy. Reads: 1000 keys of 256 B; bounded reads carry %s: %s, or %s (below what the replica can prove at 150 ms RTT); the replica's /readyz asked every %v throughout", regionJitter, "the run's", wire.MaxStalenessKey, regionBound, regionBoundBelow, readyPollEvery))
 	last := regionRTTs[len(regionRTTs)-1]
 	for _, n := range regionClients {
 		for _, path := range []string{pathReplicaWeak, pathReplicaBounded} {
