@@ -3,6 +3,7 @@ package readpath
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -24,6 +25,13 @@ type answerHeader struct {
 	hasLeader func() bool
 	// rev is the local store's current revision.
 	rev func() int64
+	// revText is the last revision formatted, reused while it holds.
+	revText atomic.Pointer[formattedRev]
+}
+
+type formattedRev struct {
+	rev  int64
+	text string
 }
 
 // header builds the four keys for an answer in mode. Strong reads and
@@ -39,10 +47,32 @@ func (a *answerHeader) header(mode string) metadata.MD {
 	}
 	return metadata.MD{
 		wire.ReadModeKey:        {mode},
-		wire.StalenessBoundKey:  {bound.String()},
+		wire.StalenessBoundKey:  {boundText(bound)},
 		wire.KnownLeaderKey:     {leader},
-		wire.AppliedRevisionKey: {strconv.FormatInt(a.rev(), 10)},
+		wire.AppliedRevisionKey: {a.revision()},
 	}
+}
+
+// boundText is d rounded up to the millisecond: never less than the bound
+// the replica can prove, and the same text for every answer within one
+// millisecond, which HTTP/2's header compression (HPACK) can then send as
+// an index instead of the text.
+func boundText(d time.Duration) string {
+	if d <= 0 {
+		return "0s"
+	}
+	return ((d + time.Millisecond - 1) / time.Millisecond * time.Millisecond).String()
+}
+
+// revision is the store's revision as text, formatted once per revision.
+func (a *answerHeader) revision() string {
+	rev := a.rev()
+	if f := a.revText.Load(); f != nil && f.rev == rev {
+		return f.text
+	}
+	f := &formattedRev{rev: rev, text: strconv.FormatInt(rev, 10)}
+	a.revText.Store(f)
+	return f.text
 }
 
 // set adds the header to a unary call's response. A nil answerHeader (unit
