@@ -46,7 +46,7 @@ func TestViaBackoffDoublesWhileTheHubFailsAndResetsOnAGoodAnswer(t *testing.T) {
 // costs one timeout, then the replica does its own round and keeps away.
 func TestViaRoundFallsBackWhenTheHubsIndexIsNotReached(t *testing.T) {
 	h := newHub(t, answerAs(hubID, 1<<60))
-	fx := newViaFixture(t, ViaConfig{Timeout: 100 * time.Millisecond}, h)
+	fx := newViaFixture(t, ViaConfig{Timeout: 10 * time.Second}, h)
 	type result struct {
 		own bool
 		err error
@@ -59,7 +59,7 @@ func TestViaRoundFallsBackWhenTheHubsIndexIsNotReached(t *testing.T) {
 	if err := fx.clock.BlockUntilContext(ctx, 1); err != nil { // the catch-up timer
 		t.Fatal(err)
 	}
-	fx.clock.Advance(99 * time.Millisecond)
+	fx.clock.Advance(10*time.Second - time.Millisecond)
 	select {
 	case r := <-done:
 		t.Fatalf("gave up on the hub's index (%+v) before the timeout", r)
@@ -83,18 +83,18 @@ func TestViaDropsAConsistentlySlowHub(t *testing.T) {
 		fx.clock.Advance(time.Duration(delay.Load()))
 		answerAs(hubID, 42)(w, r)
 	})
-	fx = newViaFixture(t, ViaConfig{Timeout: 200 * time.Millisecond}, h)
+	fx = newViaFixture(t, ViaConfig{Timeout: 20 * time.Second}, h)
 	close(fx.applied)
-	delay.Store(int64(150 * time.Millisecond))
+	delay.Store(int64(15 * time.Second))
 	for i := range slowStrikes - 1 {
 		if fx.round(t) {
 			t.Fatalf("slow answer %d not used", i+1)
 		}
 	}
 	// A fast answer between slow ones clears the strikes.
-	delay.Store(int64(100 * time.Millisecond))
+	delay.Store(int64(10 * time.Second))
 	fx.round(t)
-	delay.Store(int64(150 * time.Millisecond))
+	delay.Store(int64(15 * time.Second))
 	for i := range slowStrikes {
 		if fx.round(t) {
 			t.Fatalf("slow answer %d not used", i+1)

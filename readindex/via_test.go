@@ -71,7 +71,10 @@ func newViaFixture(t *testing.T, cfg ViaConfig, hubs ...*hub) *viaFixture {
 		fx.members = append(fx.members, Peer{ID: hubID + uint64(i), ClientURLs: []string{h.srv.URL}})
 	}
 	if cfg.Timeout == 0 {
-		cfg.Timeout = 100 * time.Millisecond
+		// Requests to the fake hubs are real HTTP, bounded by the real
+		// clock: on a loaded machine they must not reach it. A test that
+		// needs it to pass sets a short one.
+		cfg.Timeout = 10 * time.Second
 	}
 	local := viaLocal{
 		cluster:   "c1",
@@ -141,26 +144,27 @@ func TestViaRoundFallsBackToItsOwnRound(t *testing.T) {
 		name, reason string
 		answer       func(http.ResponseWriter, *http.Request)
 		notMember    bool
+		timeout      time.Duration // 0: the fixture's
 	}{
-		{"hub at no member's client URL", reasonNotMember, answerAs(hubID, 42), true},
-		{"another cluster's hub", reasonWrongCluster, answerWith(Answer{Cluster: "c2", Member: idHex(hubID), Term: 5, Index: 42}), false},
-		{"hub naming another member", reasonWrongMember, answerAs(hubID+7, 42), false},
-		{"hub naming no member (an older hub)", reasonWrongMember, answerWith(Answer{Cluster: "c1", Index: 42}), false},
-		{"hub in an older term", reasonStaleTerm, answerWith(Answer{Cluster: "c1", Member: idHex(hubID), Term: 4, Index: 42}), false},
-		{"hub answering below the replica's commit index", reasonIndexBehind, answerAs(hubID, 2), false},
-		{"hub answering index 0", reasonIndexBehind, answerAs(hubID, 0), false},
+		{"hub at no member's client URL", reasonNotMember, answerAs(hubID, 42), true, 0},
+		{"another cluster's hub", reasonWrongCluster, answerWith(Answer{Cluster: "c2", Member: idHex(hubID), Term: 5, Index: 42}), false, 0},
+		{"hub naming another member", reasonWrongMember, answerAs(hubID+7, 42), false, 0},
+		{"hub naming no member (an older hub)", reasonWrongMember, answerWith(Answer{Cluster: "c1", Index: 42}), false, 0},
+		{"hub in an older term", reasonStaleTerm, answerWith(Answer{Cluster: "c1", Member: idHex(hubID), Term: 4, Index: 42}), false, 0},
+		{"hub answering below the replica's commit index", reasonIndexBehind, answerAs(hubID, 2), false, 0},
+		{"hub answering index 0", reasonIndexBehind, answerAs(hubID, 0), false, 0},
 		{"hub without a round", reasonRefused, func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "read index: context deadline exceeded", http.StatusServiceUnavailable)
-		}, false},
+		}, false, 0},
 		{"hub refusing the replica's credentials", reasonUnauthorized, func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "read index: user name is empty", http.StatusUnauthorized)
-		}, false},
-		{"hub that does not answer in time", reasonUnreachable, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }, false},
-		{"hub answering garbage", reasonMalformed, func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("{")) }, false},
+		}, false, 0},
+		{"hub that does not answer in time", reasonUnreachable, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }, false, 100 * time.Millisecond},
+		{"hub answering garbage", reasonMalformed, func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("{")) }, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHub(t, tc.answer)
-			fx := newViaFixture(t, ViaConfig{}, h)
+			fx := newViaFixture(t, ViaConfig{Timeout: tc.timeout}, h)
 			close(fx.applied)
 			if tc.notMember {
 				fx.members = []Peer{{ID: hubID, ClientURLs: []string{"http://127.0.0.1:1"}}}
@@ -286,7 +290,7 @@ func TestViaRoundSendsItsToken(t *testing.T) {
 // dropped for the back-off.
 func TestViaRoundBoundsAHangingLogin(t *testing.T) {
 	h := newHub(t, answerAs(hubID, 42))
-	fx := newViaFixture(t, ViaConfig{Token: func(ctx context.Context) (string, error) {
+	fx := newViaFixture(t, ViaConfig{Timeout: 100 * time.Millisecond, Token: func(ctx context.Context) (string, error) {
 		<-ctx.Done()
 		return "", ctx.Err()
 	}}, h)
