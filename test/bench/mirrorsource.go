@@ -94,6 +94,7 @@ func mirrorSourceScenario(p params) ([]Row, error) {
 		for _, a := range arms {
 			rows = append(rows, a.result(p, order))
 		}
+		rows = append(rows, mirrorSyncRows(r, tp, p, dc, dst.Endpoints()[0], p.mirrorSyncKeys, p.mirrorSourceWindows)...)
 	})
 	return rows, err
 }

@@ -88,6 +88,7 @@ func comparisons(rows []Row) []comparison {
 		{"source leader CPU per put added by a mirror watching a replica vs by the same mirror watching the leader (each less the leader's with no mirror)", mirrorSrcReplica, mirrorSrcLeader, "leader CPU/10k", "≤ 0.2", mirrorSrcNone},
 		{"source leader CPU per put added by a mirror watching a replica vs by the same mirror watching the leader (each less the leader's with the mirror watching a follower: the same mirror and destination load on the machine, no watch on the leader)", mirrorSrcReplica, mirrorSrcLeader, "leader CPU/10k", "≤ 0.2", mirrorSrcFollower},
 		{"mirror lag p99, watching a replica vs watching the leader", mirrorSrcReplica, mirrorSrcLeader, "p99", "", ""},
+		{"source leader CPU for a mirror's initial sync read from a replica vs read from the leader (each less the leader's idle CPU over as long)", mirrorSyncReplica, mirrorSyncLeader, "leader CPU/10k", "≤ 0.2", ""},
 	}
 	for _, r := range rows {
 		if rest, ok := strings.CutPrefix(r.Name, "understudy mirror: "); ok {

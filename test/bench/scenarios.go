@@ -51,6 +51,9 @@ type params struct {
 	// scenario, of values of mirrorSourceValue bytes, over
 	// mirrorSourceWindows windows of dur per arm.
 	mirrorSourceRate, mirrorSourceValue, mirrorSourceWindows int
+	// mirrorSyncKeys are the keys each initial sync of the mirror-source
+	// scenario copies.
+	mirrorSyncKeys int
 	// headersWindows is the windows of headersWindow per arm in the
 	// headers scenario: short ones, alternating often, so that the
 	// machine's drift falls alike on both arms of a pair.
@@ -61,12 +64,12 @@ type params struct {
 
 func quickParams() params {
 	return params{dur: 3 * time.Second, workers: 32, conns: 8, keys: 1000, watchers: []int{200}, watchRate: 10, catchupKeys: 2000, mirrorKeys: 5000, mirrorRate: 1000, sharedRate: 2000,
-		mirrorSourceRate: 500, mirrorSourceValue: 4096, mirrorSourceWindows: 2, headersWindows: 4, headersWindow: 1500 * time.Millisecond}
+		mirrorSourceRate: 500, mirrorSourceValue: 4096, mirrorSourceWindows: 2, mirrorSyncKeys: 2000, headersWindows: 4, headersWindow: 1500 * time.Millisecond}
 }
 
 func fullParams() params {
 	return params{dur: 10 * time.Second, workers: 64, conns: 16, keys: 1000, watchers: []int{1000, 10000}, watchRate: 10, catchupKeys: 20000, mirrorKeys: 100000, mirrorRate: 1000, sharedRate: 8000,
-		mirrorSourceRate: 1000, mirrorSourceValue: 4096, mirrorSourceWindows: 4, headersWindows: 16, headersWindow: 2500 * time.Millisecond}
+		mirrorSourceRate: 1000, mirrorSourceValue: 4096, mirrorSourceWindows: 4, mirrorSyncKeys: 10000, headersWindows: 16, headersWindow: 2500 * time.Millisecond}
 }
 
 var value256 = strings.Repeat("v", 256)
