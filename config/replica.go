@@ -136,6 +136,10 @@ type Replica struct {
 	// bound, known leader, applied revision) to every answer; true by
 	// default.
 	FreshnessHeaders bool
+	// EnablePprof serves runtime profiles under /debug/pprof/ on the
+	// client URLs (etcd's --enable-pprof; also at log level debug, as
+	// etcd).
+	EnablePprof bool
 	// LogLevel is one of debug, info, warn, error.
 	LogLevel string
 

@@ -75,6 +75,7 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.BoolVar(&cfg.RemoveOnExit, "remove-on-exit", cfg.RemoveOnExit, "On a clean stop, remove this replica's member entry and its data dir (for replicas that come and go).")
 	fs.StringVar(&cfg.Zone, "zone", cfg.Zone, "Zone label told to balancers that probe this replica, for zone-affine reads (for example the cloud zone's name).")
 	fs.BoolVar(&cfg.FreshnessHeaders, "freshness-headers", cfg.FreshnessHeaders, "Attach to every read, watch and forwarded write the headers understudy-read-mode, understudy-staleness-bound, understudy-known-leader and understudy-applied-revision (gRPC metadata; Grpc-Metadata-* on the JSON gateway). false omits them.")
+	fs.BoolVar(&cfg.EnablePprof, "enable-pprof", cfg.EnablePprof, "Enable runtime profiling data via HTTP server. Address is at client URL + \"/debug/pprof/\" (etcd's flag; also on at --log-level debug, as etcd).")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "Log level: debug, info, warn or error.")
 	fs.StringVar(&cfg.ConfigFile, ConfigFileFlag, "", "Path to a YAML file of settings keyed by flag name. Precedence: flag > UNDERSTUDY_* environment > file > default.")
 	return fs

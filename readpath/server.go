@@ -51,6 +51,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/pkg/v3/debugutil"
 	"go.etcd.io/etcd/server/v3/etcdserver"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3election"
@@ -104,6 +105,10 @@ type Config struct {
 	// OmitAnswerHeaders leaves out the answer headers (see answer.go);
 	// false sends them on every answer.
 	OmitAnswerHeaders bool
+	// EnablePprof serves Go's runtime profiles under /debug/pprof/ on
+	// the client URLs, as etcd's --enable-pprof (and its debug log level)
+	// does on a voter's.
+	EnablePprof bool
 	// RoleState, if set, tells the role loop's state ("waiting: hold 3.1s
 	// of 5s"), sent with the freshness in answer to probes (wire.RoleStateKey).
 	RoleState func() string
@@ -287,6 +292,12 @@ func (f *Front) newHTTP(ctx context.Context, cfg Config, election time.Duration)
 	ready := &readiness{cfg: cfg.Ready, clock: cfg.Clock, election: election, contact: f.contact, fresh: f.fresh,
 		applied: func() (uint64, uint64) { return s.AppliedIndex(), s.CommittedIndex() }}
 	mux := clientMux(cfg.Logger, s, gw, ready)
+	if cfg.EnablePprof {
+		for p, h := range debugutil.PProfHandlers() {
+			mux.Handle(p, h)
+		}
+		cfg.Logger.Info("pprof is enabled", zap.String("path", debugutil.HTTPPrefixPProf))
+	}
 	mux.Handle(readindex.Path, readIndexHandler(f.fresh, func() readindex.Answer {
 		return readindex.NewAnswer(uint64(s.Cluster().ID()), uint64(s.MemberID()), s.Term(), s.AppliedIndex())
 	}, authorizeRead(s), s.Cfg.ReqTimeout()))

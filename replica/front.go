@@ -71,6 +71,7 @@ func newFront(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cl
 		Via:                   via,
 		Zone:                  cfg.Zone,
 		OmitAnswerHeaders:     !cfg.FreshnessHeaders,
+		EnablePprof:           cfg.EnablePprof || cfg.LogLevel == "debug",
 		RoleState:             roleState.String,
 		Ready:                 readpath.ReadyConfig{MaxLag: cfg.ReadyMaxLag, MaxStaleness: cfg.ReadyStaleness()},
 		KeepAlive:             readpath.KeepAlive{MinTime: cfg.GRPCKeepAliveMinTime, Interval: cfg.GRPCKeepAliveInterval, Timeout: cfg.GRPCKeepAliveTimeout},
