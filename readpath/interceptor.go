@@ -68,18 +68,15 @@ func streamInterceptor(lw *leaderWatch, m *Metrics) grpc.StreamServerInterceptor
 // requiresLeader reports clientv3.WithRequireLeader, which lease keep-alives
 // use so that a partitioned member does not keep a lease alive by itself.
 func requiresLeader(ctx context.Context) bool {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return false
-	}
-	ks := md[rpctypes.MetadataRequireLeaderKey]
+	// ValueFromIncomingContext reads one key; FromIncomingContext would
+	// copy the whole metadata on every request.
+	ks := metadata.ValueFromIncomingContext(ctx, rpctypes.MetadataRequireLeaderKey)
 	return len(ks) > 0 && ks[0] == rpctypes.MetadataHasLeader
 }
 
 // isProbe reports a balancer's health probe, which wants the zone.
 func isProbe(ctx context.Context) bool {
-	md, ok := metadata.FromIncomingContext(ctx)
-	return ok && len(md[wire.ProbeKey]) > 0
+	return len(metadata.ValueFromIncomingContext(ctx, wire.ProbeKey)) > 0
 }
 
 // splitMethod splits "/etcdserverpb.KV/Range" into service and method.

@@ -121,9 +121,9 @@ func (s *kvServer) forwarded(ctx context.Context, method string, err error) {
 // the read arrived has been applied here (shared with every read waiting for
 // one); for a bounded read, until the store is known fresh within the bound.
 func (s *kvServer) readMode(ctx context.Context, serializable bool) (string, error) {
-	wctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
-	defer cancel()
 	if !serializable {
+		wctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+		defer cancel()
 		if err := s.fresh.WaitRound(wctx); err != nil {
 			if ctx.Err() != nil {
 				return "", ctx.Err()
@@ -143,6 +143,8 @@ func (s *kvServer) readMode(ctx context.Context, serializable bool) (string, err
 	need := s.clock.Now().Add(-bound)
 	if s.fresh.AsOf().Before(need) {
 		s.m.boundedWaits.Inc()
+		wctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+		defer cancel()
 		if err := s.fresh.WaitFresh(wctx, need); err != nil {
 			return "", grpcError(fmt.Errorf("%w (bound %v, fresh as of %v ago): %v", ErrTooStale, bound, s.fresh.Age().Round(time.Millisecond), err))
 		}
@@ -152,11 +154,7 @@ func (s *kvServer) readMode(ctx context.Context, serializable bool) (string, err
 
 // stalenessBound is the request's own bound if it set one, else def.
 func stalenessBound(ctx context.Context, def time.Duration) (time.Duration, error) {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return def, nil
-	}
-	vs := md.Get(MaxStalenessKey)
+	vs := metadata.ValueFromIncomingContext(ctx, MaxStalenessKey)
 	if len(vs) == 0 {
 		return def, nil
 	}
