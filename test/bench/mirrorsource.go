@@ -63,6 +63,23 @@ func mirrorSourceScenario(p params) ([]Row, error) {
 		// The puts go to the leader; the bench's own source watch (for the
 		// lag from the source's watch event) is on a follower, off the
 		// leader, in the mirror arms only.
+		others := []int{}
+		for _, m := range append(append([]*harness.Member{}, tp.cluster.Members...), dst.Members...) {
+			if m != tp.leader {
+				others = append(others, m.Proc.PID())
+			}
+		}
+		for role, pid := range tp.pids() {
+			if role != "leader" && pid > 0 {
+				others = append(others, pid)
+			}
+		}
+		pinned, undo, err := isolateLeader(tp.leader.Proc.PID(), others...)
+		if err != nil {
+			r.Fatalf("%v", err)
+		}
+		defer undo()
+		r.Logf("CPUs: %s", pinned)
 		put := clients(r, tp.leader.ClientURL, 1)[0]
 		srcWatch := clients(r, tp.follower.ClientURL, 1)[0]
 		arms := []*mirrorSourceArm{
@@ -163,7 +180,7 @@ func (a *mirrorSourceArm) result(p params, order []string) Row {
 	}
 	var note string
 	if a.endpoint == "" {
-		note = fmt.Sprintf("every row: %d windows of %v at %d puts/s of %d B through the leader, the arms in the order %s, …; ", a.windows, p.dur, p.mirrorSourceRate, p.mirrorSourceValue, strings.Join(order, ", "))
+		note = fmt.Sprintf("every row: %d windows of %v at %d puts/s of %d B through the leader, the arms in the order %s, …; the leader alone on one CPU, every other process (the mirror and both clusters' other members included) on the others; ", a.windows, p.dur, p.mirrorSourceRate, p.mirrorSourceValue, strings.Join(order, ", "))
 	} else {
 		note = "`replica mirror` with " + a.how + ", started before each window and measured once a probe came through; "
 	}
