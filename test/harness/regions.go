@@ -16,8 +16,16 @@ type RegionsConfig struct {
 	// Voters is the number of voting members in region A (primaries); 0
 	// means 3.
 	Voters int
+	// ReplicaName names the replica in region B; "" means "replica-b".
+	ReplicaName string
 	// ReplicaArgs are extra flags for the replica in region B.
 	ReplicaArgs []string
+	// ClientProxies has the voters advertise a Proxy in front of their
+	// client URLs (ClusterConfig.ClientProxies), which SetRTT delays for
+	// the connections region B's members open: a replica that dials the
+	// client URLs of the member list (a standby's role loop does) crosses
+	// the WAN too, while the harness and region A reach them directly.
+	ClientProxies bool
 	// NoLearner leaves out the stock etcd learner in region B.
 	NoLearner bool
 }
@@ -34,7 +42,9 @@ type RegionsConfig struct {
 //     voters open (Proxy.DelayFrom, by process). So raft traffic between A
 //     and B is delayed both ways and traffic inside either region is not.
 //   - Client links from B to A: RemoteClientURL, a proxy per voter that
-//     delays everything; the replica's --join goes through them too.
+//     delays everything; the replica's --join goes through them too. With
+//     RegionsConfig.ClientProxies, the voters' advertised client URLs
+//     delay the connections region B's members open as well.
 type Regions struct {
 	Cluster *Cluster
 	Replica *Replica
@@ -57,7 +67,11 @@ func StartRegions(t TB, cfg RegionsConfig) *Regions {
 	if n == 0 {
 		n = 3
 	}
-	g := &Regions{Cluster: StartCluster(t, ClusterConfig{N: n, PeerProxies: true})}
+	name := cfg.ReplicaName
+	if name == "" {
+		name = "replica-b"
+	}
+	g := &Regions{Cluster: StartCluster(t, ClusterConfig{N: n, PeerProxies: true, ClientProxies: cfg.ClientProxies})}
 	var join []string
 	for _, m := range g.Cluster.Members {
 		p := NewProxy(t, strings.TrimPrefix(m.ClientURL, "http://"))
@@ -67,7 +81,7 @@ func StartRegions(t TB, cfg RegionsConfig) *Regions {
 	// A later --join overrides the harness's own (the voters' direct
 	// client URLs): the replica reaches A's client URLs across the WAN.
 	args := append([]string{"--join", strings.Join(join, ",")}, cfg.ReplicaArgs...)
-	g.Replica = StartReplica(t, g.Cluster, ReplicaConfig{Name: "replica-b", PeerProxy: true, Extra: args})
+	g.Replica = StartReplica(t, g.Cluster, ReplicaConfig{Name: name, PeerProxy: true, Extra: args})
 	if !cfg.NoLearner {
 		g.LearnerURL, g.Learner, g.LearnerPeerProxy = StartStockLearner(t, g.Cluster, "learner-b", true)
 	}
@@ -81,6 +95,23 @@ func (g *Regions) RemoteClientURL(m *Member) string {
 	for i, mm := range g.Cluster.Members {
 		if mm == m {
 			return g.remoteClient[i].URL()
+		}
+	}
+	panic(fmt.Sprintf("harness: %s is not a voter of these regions", m.Name))
+}
+
+// CutClientURL blackholes the client links to voter m that region B's
+// members use: its RemoteClientURL and, with RegionsConfig.ClientProxies,
+// its advertised client URL (for every client: the harness dials
+// Member.ClientURL directly). Its raft links are left whole.
+func (g *Regions) CutClientURL(m *Member) {
+	for i, mm := range g.Cluster.Members {
+		if mm == m {
+			g.remoteClient[i].Blackhole()
+			if m.ClientProxy != nil {
+				m.ClientProxy.Blackhole()
+			}
+			return
 		}
 	}
 	panic(fmt.Sprintf("harness: %s is not a voter of these regions", m.Name))
@@ -118,11 +149,20 @@ func (g *Regions) SetRTT(rtt, jitter time.Duration) {
 		p.Delay(oneWay)
 		p.Jitter(jitter)
 	}
+	for _, m := range g.Cluster.Members {
+		if m.ClientProxy == nil {
+			continue
+		}
+		for _, pid := range bPIDs {
+			m.ClientProxy.DelayFrom(pid, oneWay)
+		}
+		m.ClientProxy.Jitter(jitter)
+	}
 }
 
 // WANTraffic is the bytes that crossed between the regions so far: raft
 // traffic (between the voters and region B's members) and client traffic
-// (from region B to the voters' client URLs).
+// (from region B to the voters' client URLs, remote or advertised).
 func (g *Regions) WANTraffic() (raft, client Traffic) {
 	for _, m := range g.Cluster.Members {
 		raft = raft.Add(m.PeerProxy.TrafficFrom())
@@ -133,6 +173,11 @@ func (g *Regions) WANTraffic() (raft, client Traffic) {
 	}
 	for _, p := range g.remoteClient {
 		client = client.Add(p.Traffic())
+	}
+	for _, m := range g.Cluster.Members {
+		if m.ClientProxy != nil {
+			client = client.Add(m.ClientProxy.TrafficFrom())
+		}
 	}
 	return raft, client
 }
