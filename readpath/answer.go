@@ -18,76 +18,109 @@ import (
 // leader (wire.KnownLeaderKey) and its store's revision
 // (wire.AppliedRevisionKey): Consul's LastContact and KnownLeader on every
 // answer, so that clients and balancers learn freshness from traffic.
+//
+// The header is on the hot path of every read, so it costs as little as
+// grpc-go lets it: the bound is rounded up to a short ladder of values
+// (boundText), and the last header built for each mode is reused while its
+// four values hold — no allocation, and values that HTTP/2's header
+// compression (HPACK) finds in its table and sends as one-byte indexes.
 type answerHeader struct {
 	// age is the time since the start of the last completed own round.
 	age func() time.Duration
 	// hasLeader is the require-leader check's answer.
 	hasLeader func() bool
-	// rev is the local store's current revision.
+	// rev is the local store's current revision, for answers that carry
+	// none of their own (streams, errors).
 	rev func() int64
-	// revText is the last revision formatted, reused while it holds.
-	revText atomic.Pointer[formattedRev]
+	// last is the last header built for each mode (modeIndex).
+	last [len(answerModes)]atomic.Pointer[builtHeader]
 }
 
-type formattedRev struct {
-	rev  int64
-	text string
-}
+// answerModes are the modes an answer header tells, in modeIndex's order.
+var answerModes = [...]string{modeStrong, modeWeak, modeBounded, modeForwarded}
 
-// header builds the four keys for an answer in mode. Strong reads and
-// forwarded writes are linearizable: their bound is 0.
-func (a *answerHeader) header(mode string) metadata.MD {
-	bound := time.Duration(0)
-	if mode == modeWeak || mode == modeBounded {
-		bound = a.age()
-	}
-	leader := "false"
-	if a.hasLeader() {
-		leader = "true"
-	}
-	return metadata.MD{
-		wire.ReadModeKey:        {mode},
-		wire.StalenessBoundKey:  {boundText(bound)},
-		wire.KnownLeaderKey:     {leader},
-		wire.AppliedRevisionKey: {a.revision()},
+func modeIndex(mode string) int {
+	switch mode {
+	case modeStrong:
+		return 0
+	case modeWeak:
+		return 1
+	case modeBounded:
+		return 2
+	default:
+		return 3
 	}
 }
 
-// boundText is d rounded up to the millisecond: never less than the bound
-// the replica can prove, and the same text for every answer within one
-// millisecond, which HTTP/2's header compression (HPACK) can then send as
-// an index instead of the text.
-func boundText(d time.Duration) string {
-	if d <= 0 {
-		return "0s"
-	}
-	return ((d + time.Millisecond - 1) / time.Millisecond * time.Millisecond).String()
+// builtHeader is a header and the values it was built from. Its md is
+// shared by every answer that reuses it, never changed: grpc-go copies a
+// header it is given (metadata.Join) before it adds anything of its own.
+type builtHeader struct {
+	bound  string
+	leader bool
+	rev    int64
+	md     metadata.MD
 }
 
-// revision is the store's revision as text, formatted once per revision.
-func (a *answerHeader) revision() string {
-	rev := a.rev()
-	if f := a.revText.Load(); f != nil && f.rev == rev {
-		return f.text
-	}
-	f := &formattedRev{rev: rev, text: strconv.FormatInt(rev, 10)}
-	a.revText.Store(f)
-	return f.text
+// answer is what an answer's header says, taken before the answer is read:
+// a weak read's bound must be the age of the round the read can rely on,
+// not of one that completes while it runs.
+type answer struct {
+	h      *answerHeader
+	mode   string
+	bound  string
+	leader bool
 }
 
-// set adds the header to a unary call's response. A nil answerHeader (unit
-// tests' servers) sets nothing.
-func (a *answerHeader) set(ctx context.Context, mode string) {
+// begin takes mode's bound and the leader's presence now, before the read.
+// Strong reads and forwarded writes are linearizable: their bound is 0.
+func (a *answerHeader) begin(mode string) answer {
 	if a == nil {
+		return answer{}
+	}
+	bound := "0s"
+	if mode == modeWeak || mode == modeBounded {
+		bound = boundText(a.age())
+	}
+	return answer{h: a, mode: mode, bound: bound, leader: a.hasLeader()}
+}
+
+// header is the four keys for an answer whose store revision is rev (0:
+// the store's current one).
+func (an answer) header(rev int64) metadata.MD {
+	a := an.h
+	if rev <= 0 {
+		rev = a.rev()
+	}
+	slot := &a.last[modeIndex(an.mode)]
+	if b := slot.Load(); b != nil && b.bound == an.bound && b.leader == an.leader && b.rev == rev {
+		return b.md
+	}
+	b := &builtHeader{bound: an.bound, leader: an.leader, rev: rev, md: metadata.MD{
+		wire.ReadModeKey:        {an.mode},
+		wire.StalenessBoundKey:  {an.bound},
+		wire.KnownLeaderKey:     {strconv.FormatBool(an.leader)},
+		wire.AppliedRevisionKey: {strconv.FormatInt(rev, 10)},
+	}}
+	slot.Store(b)
+	return b.md
+}
+
+// set adds the header to a unary call's response; rev is the revision the
+// response carries in its own header, if any. An answer of a nil
+// answerHeader (unit tests' servers, --freshness-headers=false) sets
+// nothing.
+func (an answer) set(ctx context.Context, rev int64) {
+	if an.h == nil {
 		return
 	}
-	_ = grpc.SetHeader(ctx, a.header(mode)) // fails only once the header is sent
+	_ = grpc.SetHeader(ctx, an.header(rev)) // fails only once the header is sent
 }
 
 // setStream adds the header to a stream's, before its first message.
-func (a *answerHeader) setStream(ss grpc.ServerStream, mode string) {
-	if a == nil {
+func (an answer) setStream(ss grpc.ServerStream) {
+	if an.h == nil {
 		return
 	}
-	_ = ss.SetHeader(a.header(mode))
+	_ = ss.SetHeader(an.header(0))
 }

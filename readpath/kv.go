@@ -41,11 +41,13 @@ func (s *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 		return nil, err
 	}
 	s.m.requests.WithLabelValues(shortService(kvService), "Range", mode).Inc()
-	s.answer.set(ctx, mode)
 	// readMode has made the local store fresh enough for every mode: the
 	// read itself is local.
 	r.Serializable = true
-	return s.etcd.Range(ctx, r)
+	ans := s.answer.begin(mode)
+	resp, err := s.etcd.Range(ctx, r)
+	ans.set(ctx, resp.GetHeader().GetRevision())
+	return resp, err
 }
 
 // RangeStream (etcd v3.7) is Range in chunks, in the same read modes.
@@ -55,7 +57,7 @@ func (s *kvServer) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) e
 		return err
 	}
 	s.m.requests.WithLabelValues(shortService(kvService), "RangeStream", mode).Inc()
-	s.answer.setStream(rs, mode)
+	s.answer.begin(mode).setStream(rs)
 	r.Serializable = true
 	return s.etcd.RangeStream(r, rs)
 }
@@ -64,7 +66,7 @@ func (s *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 	if !txn.IsTxnReadonly(r) {
 		s.m.requests.WithLabelValues(shortService(kvService), "Txn", modeNone).Inc()
 		resp, err := s.etcd.Txn(ctx, r)
-		s.forwarded(ctx, "Txn", err)
+		s.forwarded(ctx, "Txn", resp.GetHeader(), err)
 		return resp, err
 	}
 	// etcd serves a read-only txn linearizably unless every range in it
@@ -74,44 +76,46 @@ func (s *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 		return nil, err
 	}
 	s.m.requests.WithLabelValues(shortService(kvService), "Txn", mode).Inc()
-	s.answer.set(ctx, mode)
 	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
 		for _, op := range ops {
 			op.GetRequestRange().Serializable = true // read-only: all ranges
 		}
 	}
-	return s.etcd.Txn(ctx, r)
+	ans := s.answer.begin(mode)
+	resp, err := s.etcd.Txn(ctx, r)
+	ans.set(ctx, resp.GetHeader().GetRevision())
+	return resp, err
 }
 
 func (s *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
 	s.m.requests.WithLabelValues(shortService(kvService), "Put", modeNone).Inc()
 	resp, err := s.etcd.Put(ctx, r)
-	s.forwarded(ctx, "Put", err)
+	s.forwarded(ctx, "Put", resp.GetHeader(), err)
 	return resp, err
 }
 
 func (s *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
 	s.m.requests.WithLabelValues(shortService(kvService), "DeleteRange", modeNone).Inc()
 	resp, err := s.etcd.DeleteRange(ctx, r)
-	s.forwarded(ctx, "DeleteRange", err)
+	s.forwarded(ctx, "DeleteRange", resp.GetHeader(), err)
 	return resp, err
 }
 
 func (s *kvServer) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
 	s.m.requests.WithLabelValues(shortService(kvService), "Compact", modeNone).Inc()
 	resp, err := s.etcd.Compact(ctx, r)
-	s.forwarded(ctx, "Compact", err)
+	s.forwarded(ctx, "Compact", resp.GetHeader(), err)
 	return resp, err
 }
 
 // forwarded counts a forwarded write and, once it is applied here, says so
 // in its answer's header.
-func (s *kvServer) forwarded(ctx context.Context, method string, err error) {
+func (s *kvServer) forwarded(ctx context.Context, method string, h *pb.ResponseHeader, err error) {
 	result := "ok"
 	if err != nil {
 		result = "error"
 	} else {
-		s.answer.set(ctx, modeForwarded)
+		s.answer.begin(modeForwarded).set(ctx, h.GetRevision())
 	}
 	s.m.forwarded.WithLabelValues(method, result).Inc()
 }

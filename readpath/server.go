@@ -376,8 +376,8 @@ type watchServer struct {
 func (w *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	w.m.watchers.Inc()
 	defer w.m.watchers.Dec()
-	if w.answer != nil {
-		_ = stream.SendHeader(w.answer.header(modeWeak)) // fails only if the stream is gone
+	if ans := w.answer.begin(modeWeak); ans.h != nil {
+		_ = stream.SendHeader(ans.header(0)) // fails only if the stream is gone
 	}
 	return w.WatchServer.Watch(stream)
 }

@@ -48,10 +48,15 @@ const (
 	ReadModeKey = "understudy-read-mode"
 
 	// StalenessBoundKey is the staleness the replica can prove for the
-	// answer, a Go duration: how much older than the moment it answered the
-	// state it served may be. It is the time since the start of its last
-	// completed ReadIndex round (FreshnessAgeKey) for weak and bounded reads
-	// and watches, and "0s" for strong reads and forwarded writes (both are
+	// answer, a Go duration: how much older than the moment it served the
+	// read (after any wait for a round) the state it served may be — it
+	// holds every write acknowledged before that moment minus the bound. It
+	// is the time since the start of its last completed ReadIndex round
+	// (FreshnessAgeKey) for weak and bounded reads and watches, rounded up
+	// to the millisecond below 10ms and above that to 1, 1.2, 1.5, 2, 2.5,
+	// 3, 4, 5, 6 or 8 times a power of ten milliseconds (at most a third
+	// more, and few distinct values, which HTTP/2 header compression sends
+	// as indexes); "0s" for strong reads and forwarded writes (both are
 	// linearizable: the store held every write acknowledged before the
 	// request arrived). A replica that has never completed a round says
 	// "2562047h47m16.854775807s" (the largest duration).
