@@ -66,6 +66,12 @@ type Replica struct {
 	// until their index is applied here; past either, the replica does
 	// its own round and keeps away from that hub for a back-off.
 	ReadIndexViaTimeout time.Duration
+	// ReadIndexViaInFlight is the most requests to hubs in flight at once:
+	// a strong read that arrives while one is in flight asks anew (after
+	// the last request's duration over this) rather than waiting for it
+	// and then asking, which at WAN latency costs two round trips; 1 asks
+	// one at a time.
+	ReadIndexViaInFlight int
 
 	// SkipPeerURLCheck skips the check, on first start, that
 	// AdvertisePeerURLs lead back to this replica (for a host that cannot
@@ -192,6 +198,7 @@ func DefaultReplica() Replica {
 		ReadBatchInterval:     2 * time.Millisecond,
 		ReadBatchMaxWait:      2 * time.Millisecond,
 		ReadIndexViaTimeout:   200 * time.Millisecond,
+		ReadIndexViaInFlight:  8,
 		HeartbeatMs:           100,
 		ElectionMs:            1000,
 		AuthToken:             "simple",
@@ -270,6 +277,9 @@ func (c Replica) Validate() error {
 	}
 	if len(c.ReadIndexVia) > 0 && c.ReadIndexViaTimeout <= 0 {
 		add("--read-index-via-timeout %v: must be more than 0", c.ReadIndexViaTimeout)
+	}
+	if c.ReadIndexViaInFlight < 1 {
+		add("--read-index-via-in-flight %d: must be 1 (one request at a time) or more (default 8)", c.ReadIndexViaInFlight)
 	}
 	for _, u := range c.ReadIndexVia {
 		if slices.Contains(c.AdvertiseClientURLs, u) || slices.Contains(c.ListenClientURLs, u) {

@@ -41,6 +41,15 @@ type batchState struct {
 	// the next one) since the last round started: the population that
 	// the next round should carry when it comes back.
 	peak int
+	// ownInFlight: an own round is under way. Own rounds go through the
+	// member's one ReadIndex loop, one at a time, so the next own round
+	// waits for it.
+	ownInFlight bool
+	// hubInFlight is the number of hub rounds under way, hubMax the most
+	// there may be (ViaConfig.InFlight), and hubTook how long the last
+	// hub round took.
+	hubInFlight, hubMax int
+	hubTook             time.Duration
 }
 
 // batchDecision is the policy's answer: start a round now, or look again
@@ -51,12 +60,33 @@ type batchDecision struct {
 	at    time.Time
 }
 
+// Rounds through a hub overlap. A read that arrives while a round is in
+// flight cannot use it (its read index may predate the read), so with one
+// round at a time it waits for that round to come back and then for a whole
+// round of its own: up to two round trips, which at WAN latency is most of
+// a strong read's cost. So while hub rounds are in flight, another starts
+// for the reads that wait as soon as the last one's duration divided by
+// hubMax has passed since the previous start (and minGap): a read then
+// waits at most that long for its round to start, and a hub round costs
+// the hub, not the leader, one more ask (the hub batches them into its own
+// rounds). Own rounds never overlap: the member runs one at a time.
 func (p batchPolicy) next(s batchState) batchDecision {
 	if s.pending == 0 && !s.due {
 		return batchDecision{}
 	}
+	gap := p.minGap
+	if s.shared {
+		if s.hubInFlight >= max(s.hubMax, 1) {
+			return batchDecision{} // a round's end looks again
+		}
+		if s.hubInFlight > 0 {
+			gap = max(gap, s.hubTook/time.Duration(max(s.hubMax, 1)))
+		}
+	} else if s.ownInFlight {
+		return batchDecision{} // a round's end looks again
+	}
 	if !s.lastStart.IsZero() {
-		if earliest := s.lastStart.Add(p.minGap); s.now.Before(earliest) {
+		if earliest := s.lastStart.Add(gap); s.now.Before(earliest) {
 			return batchDecision{at: earliest}
 		}
 	}

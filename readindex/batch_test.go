@@ -28,6 +28,13 @@ func TestBatchPolicy(t *testing.T) {
 		{"the gap comes first", batchState{now: t0, lastStart: t0.Add(-ms), pending: 64, oldest: t0, peak: 64}, batchDecision{at: t0.Add(ms)}},
 		{"a hub's round is not held here", batchState{now: t0, lastStart: t0.Add(-3 * ms), shared: true, pending: 1, oldest: t0, peak: 64}, batchDecision{start: true}},
 		{"a hub's round keeps the gap", batchState{now: t0, lastStart: t0.Add(-ms), shared: true, pending: 1, oldest: t0, peak: 64}, batchDecision{at: t0.Add(ms)}},
+		{"an own round waits for the own round in flight", batchState{now: t0, lastStart: t0.Add(-9 * ms), pending: 1, oldest: t0, peak: 1, ownInFlight: true}, batchDecision{}},
+		{"a due round waits for the own round in flight", batchState{now: t0, lastStart: t0.Add(-9 * ms), due: true, ownInFlight: true}, batchDecision{}},
+		{"a hub's round starts beside an own round", batchState{now: t0, lastStart: t0.Add(-9 * ms), shared: true, pending: 1, oldest: t0, peak: 1, ownInFlight: true, hubMax: 4}, batchDecision{start: true}},
+		{"hub rounds overlap, spaced by the last one's duration over the cap", batchState{now: t0, lastStart: t0.Add(-10 * ms), shared: true, pending: 1, oldest: t0, peak: 1, hubInFlight: 1, hubMax: 4, hubTook: 100 * ms}, batchDecision{at: t0.Add(15 * ms)}},
+		{"an overlapping hub round keeps at least the gap", batchState{now: t0, lastStart: t0.Add(-ms), shared: true, pending: 1, oldest: t0, peak: 1, hubInFlight: 1, hubMax: 4, hubTook: 4 * ms}, batchDecision{at: t0.Add(ms)}},
+		{"hub rounds in flight up to the cap", batchState{now: t0, lastStart: t0.Add(-90 * ms), shared: true, pending: 1, oldest: t0, peak: 1, hubInFlight: 4, hubMax: 4, hubTook: 100 * ms}, batchDecision{}},
+		{"a cap of 0 is 1", batchState{now: t0, lastStart: t0.Add(-90 * ms), shared: true, pending: 1, oldest: t0, peak: 1, hubInFlight: 1, hubTook: 100 * ms}, batchDecision{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := p.next(tc.s); got != tc.want {

@@ -2,6 +2,7 @@ package readindex
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,6 +43,9 @@ type Freshness struct {
 	// shared, if set, tells whether a round through via will ask a hub
 	// (which batches on its side) rather than fall back at once.
 	shared func() bool
+	// hubMax is the most rounds through hubs in flight at once (see
+	// batchPolicy); 0 means 1.
+	hubMax int
 
 	// idleInterval, if more than interval, is the period of rounds while
 	// no bounded read has come for idleAfter: a replica nobody asks for
@@ -57,15 +61,24 @@ type Freshness struct {
 		sync.Mutex
 		asOf time.Time
 		// started counts rounds begun; completed is the number of the
-		// last round that succeeded, finished of the last that ended
-		// either way. Rounds run one at a time, in order, so round
-		// started is in flight while finished < started, and it began
-		// at inFlightStart.
-		started, completed, finished uint64
-		inFlightStart                time.Time
-		// inFlightOwn: the round in flight is an own round, which
-		// moves asOf if it succeeds.
-		inFlightOwn bool
+		// latest round that succeeded. Rounds through hubs overlap, so
+		// they may end out of order: inFlight holds the numbers of the
+		// rounds under way.
+		started, completed uint64
+		inFlight           []uint64
+		// ownInFlight counts own rounds under way (one, but for a race
+		// the next round's start tolerates), ownStart is when the last
+		// of them started, and ownEnded when the last one ended: the
+		// background rounds' period runs from there.
+		ownInFlight int
+		ownStart    time.Time
+		ownEnded    time.Time
+		// hubInFlight counts rounds through hubs under way; hubTook is
+		// how long the last one that succeeded took; overlapped counts
+		// those that began while another was under way.
+		hubInFlight int
+		hubTook     time.Duration
+		overlapped  uint64
 		// ownWanted: a read waiting for round started+1 needs it to be
 		// an own round (a bounded read).
 		ownWanted bool
@@ -123,7 +136,7 @@ func (f *Freshness) Age() time.Duration {
 func (f *Freshness) WaitFresh(ctx context.Context, need time.Time) error {
 	return f.wait(ctx, true,
 		func() bool { return !f.mu.asOf.Before(need) },
-		func() bool { return f.mu.inFlightOwn && !f.mu.inFlightStart.Before(need) })
+		func() bool { return f.mu.ownInFlight > 0 && !f.mu.ownStart.Before(need) })
 }
 
 // WaitRound returns once a round that started after the call has completed:
@@ -136,7 +149,15 @@ func (f *Freshness) WaitRound(ctx context.Context) error {
 	f.mu.Unlock()
 	return f.wait(ctx, false,
 		func() bool { return f.mu.completed >= target },
-		func() bool { return f.mu.started >= target })
+		func() bool { return slices.ContainsFunc(f.mu.inFlight, func(n uint64) bool { return n >= target }) })
+}
+
+// HubRounds is the number of rounds through hubs under way, and how many
+// have begun while another was (see batchPolicy).
+func (f *Freshness) HubRounds() (inFlight int, overlapped uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.hubInFlight, f.mu.overlapped
 }
 
 // Demand records a bounded read: rounds keep their full rate while bounded
@@ -170,7 +191,7 @@ func (f *Freshness) Waiting() int {
 }
 
 // wait returns once done holds, or with ctx's error. done, and covered
-// (would the round in flight, if it succeeds, make done hold), are called
+// (would a round in flight, if it succeeds, make done hold), are called
 // with mu held. A read not covered by the round in flight registers for
 // the next round, which must be an own round if own, and tells the loop.
 func (f *Freshness) wait(ctx context.Context, own bool, done, covered func() bool) error {
@@ -193,8 +214,7 @@ func (f *Freshness) wait(ctx context.Context, own bool, done, covered func() boo
 			f.mu.Unlock()
 			return nil
 		}
-		inFlight := f.mu.finished < f.mu.started
-		register := !(inFlight && covered()) && reg != f.mu.started+1
+		register := !covered() && reg != f.mu.started+1
 		if register {
 			reg = f.mu.started + 1
 			if f.mu.pending == 0 {
@@ -223,36 +243,72 @@ func (f *Freshness) wait(ctx context.Context, own bool, done, covered func() boo
 
 // begin numbers a new round and notes when it starts; it must happen
 // before the round's ReadIndex is requested. Every pending read is the
-// new round's. The round may go through a hub (shared) unless it must be
-// own: wantOwn (a background round), or a bounded read waits for it.
-func (f *Freshness) begin(wantOwn bool) (n uint64, start time.Time, shared bool) {
+// new round's. The round may go through a hub (viaHub) unless it must be
+// own: wantOwn (a background round), or a bounded read waits for it; it
+// takes a hub slot if a hub is usable (hubUsable), else it is an own
+// round (through via, which falls back to one).
+func (f *Freshness) begin(wantOwn, hubUsable bool) (r round) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.mu.started++
-	f.mu.inFlightStart = f.clock.Now()
-	shared = f.via != nil && !wantOwn && !f.mu.ownWanted
-	f.mu.inFlightOwn = !shared
+	r = round{n: f.mu.started, start: f.clock.Now()}
+	r.viaHub = f.via != nil && !wantOwn && !f.mu.ownWanted
+	r.hubSlot = r.viaHub && hubUsable
+	if r.hubSlot {
+		if f.mu.hubInFlight > 0 {
+			f.mu.overlapped++
+		}
+		f.mu.hubInFlight++
+	} else {
+		f.mu.ownInFlight++
+		if !r.viaHub {
+			// Surely own: bounded reads that need it may wait for it.
+			f.mu.ownStart = r.start
+		}
+	}
+	f.mu.inFlight = append(f.mu.inFlight, r.n)
 	f.mu.ownWanted = false
 	f.mu.pending, f.mu.oldest = 0, time.Time{}
 	f.mu.peak = f.mu.waiting
-	return f.mu.started, f.mu.inFlightStart, shared
+	return r
 }
 
-// finish records the end of round n, which started at start: if it
-// succeeded, strong reads waiting for it may read, and if it was an own
-// round, the store is fresh as of start. Waiters re-examine either way:
-// those a failed round would have served register for the next.
-func (f *Freshness) finish(n uint64, start time.Time, own bool, err error) {
+// round is a round under way.
+type round struct {
+	n     uint64
+	start time.Time
+	// viaHub: it goes through via; hubSlot: it counts among the rounds
+	// through hubs in flight (a hub was usable when it began).
+	viaHub, hubSlot bool
+}
+
+// finish records the end of round r: if it succeeded, strong reads waiting
+// for it may read, and if it was an own round, the store is fresh as of
+// its start. Waiters re-examine either way: those a failed round would
+// have served register for the next.
+func (f *Freshness) finish(r round, own bool, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.mu.finished = n
+	now := f.clock.Now()
+	f.mu.inFlight = slices.DeleteFunc(f.mu.inFlight, func(n uint64) bool { return n == r.n })
+	if r.hubSlot {
+		f.mu.hubInFlight--
+		if err == nil && !own {
+			f.mu.hubTook = now.Sub(r.start)
+		}
+	} else {
+		f.mu.ownInFlight--
+	}
+	if own {
+		f.mu.ownEnded = now
+	}
 	if err != nil {
-		f.mu.failedAt = f.clock.Now()
+		f.mu.failedAt = now
 	} else {
 		f.mu.failedAt = time.Time{}
-		f.mu.completed = max(f.mu.completed, n)
-		if own && start.After(f.mu.asOf) {
-			f.mu.asOf = start
+		f.mu.completed = max(f.mu.completed, r.n)
+		if own && r.start.After(f.mu.asOf) {
+			f.mu.asOf = r.start
 		}
 	}
 	close(f.mu.changed)
@@ -260,7 +316,7 @@ func (f *Freshness) finish(n uint64, start time.Time, own bool, err error) {
 }
 
 // batchState is what the batch policy decides on, now.
-func (f *Freshness) batchState(now, lastStart time.Time, due bool) batchState {
+func (f *Freshness) batchState(now, lastStart time.Time, due, hubUsable bool) batchState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.mu.failedAt.IsZero() {
@@ -269,9 +325,10 @@ func (f *Freshness) batchState(now, lastStart time.Time, due bool) batchState {
 		// once would only spin.
 		lastStart = later(lastStart, f.mu.failedAt.Add(roundRetryGap-f.batch.minGap))
 	}
-	shared := f.via != nil && f.shared != nil && !due && !f.mu.ownWanted && f.shared()
+	shared := f.via != nil && hubUsable && !due && !f.mu.ownWanted
 	return batchState{now: now, lastStart: lastStart, due: due, shared: shared,
-		pending: f.mu.pending, oldest: f.mu.oldest, peak: f.mu.peak}
+		pending: f.mu.pending, oldest: f.mu.oldest, peak: f.mu.peak,
+		ownInFlight: f.mu.ownInFlight > 0, hubInFlight: f.mu.hubInFlight, hubMax: f.hubMax, hubTook: f.mu.hubTook}
 }
 
 // roundRetryGap is the least time between a failed round and the next.
@@ -285,63 +342,94 @@ func later(a, b time.Time) time.Time {
 }
 
 // Run does a background round every period (every idleInterval while no
-// bounded read comes), and rounds for waiting reads when the batch policy
-// says, until ctx ends. It is the tracker's only loop; the caller owns it.
+// bounded read comes) after the last own round ended, and rounds for
+// waiting reads when the batch policy says, until ctx ends; then it waits
+// for the rounds under way. Each round runs on a goroutine of its own,
+// whose end wakes the loop: own rounds one at a time, rounds through hubs
+// overlapping (see batchPolicy). It is the tracker's only loop; the
+// caller owns it.
 func (f *Freshness) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	var last time.Time
-	nextDue := f.clock.Now().Add(f.period())
+	f.mu.Lock()
+	f.mu.ownEnded = f.clock.Now()
+	f.mu.Unlock()
 	for {
 		now := f.clock.Now()
-		due := !now.Before(nextDue)
-		d := f.batch.next(f.batchState(now, last, due))
+		nextDue, ownBusy := f.nextDue()
+		due := !ownBusy && !now.Before(nextDue)
+		hubUsable := f.via != nil && f.shared != nil && f.shared()
+		d := f.batch.next(f.batchState(now, last, due, hubUsable))
 		if d.start {
 			last = now
-			f.doRound(ctx, due)
-			if ctx.Err() != nil {
-				return
-			}
-			nextDue = f.clock.Now().Add(f.period())
+			r := f.begin(due, hubUsable)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				f.run(ctx, r)
+				select {
+				case f.kick <- struct{}{}:
+				default:
+				}
+			}()
 			continue
 		}
-		wake := nextDue
-		if !d.at.IsZero() && d.at.Before(wake) {
+		var wake time.Time
+		if !ownBusy {
+			wake = nextDue
+		}
+		if !d.at.IsZero() && (wake.IsZero() || d.at.Before(wake)) {
 			wake = d.at
 		}
-		t := f.clock.NewTimer(wake.Sub(now))
+		var t clockwork.Timer
+		var tc <-chan time.Time
+		if !wake.IsZero() {
+			t = f.clock.NewTimer(wake.Sub(now))
+			tc = t.Chan()
+		}
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.Chan():
+		case <-tc:
 		case <-f.kick:
+		}
+		if t != nil {
 			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }
 
+// nextDue is when the next background round is due, and whether an own
+// round is under way (then none is due until it ends).
+func (f *Freshness) nextDue() (time.Time, bool) {
+	period := f.period()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.ownEnded.Add(period), f.mu.ownInFlight > 0
+}
+
 // Round does one own ReadIndex round and, if it completes, moves AsOf to
 // the time it started.
-func (f *Freshness) Round(ctx context.Context) { f.doRound(ctx, true) }
+func (f *Freshness) Round(ctx context.Context) { f.run(ctx, f.begin(true, false)) }
 
-// doRound does one round, an own one if wantOwn or a bounded read waits
-// for it, else possibly through a hub.
-func (f *Freshness) doRound(ctx context.Context, wantOwn bool) {
-	n, start, shared := f.begin(wantOwn)
+// run does round r: through via if r.viaHub, else an own round.
+func (f *Freshness) run(ctx context.Context, r round) {
 	rctx, cancel := context.WithTimeout(ctx, f.timeout)
 	own, err := true, error(nil)
-	if shared {
+	if r.viaHub {
 		own, err = f.via(rctx)
 	} else {
 		err = f.round(rctx)
 	}
 	cancel()
 	if f.observe != nil {
-		f.observe(f.clock.Since(start), own, err)
+		f.observe(f.clock.Since(r.start), own, err)
 	}
-	if err != nil {
-		if ctx.Err() == nil {
-			f.lg.Debug("freshness round failed", zap.Error(err))
-		}
+	if err != nil && ctx.Err() == nil {
+		f.lg.Debug("freshness round failed", zap.Error(err))
 	}
-	f.finish(n, start, own, err)
+	f.finish(r, own, err)
 }

@@ -119,7 +119,7 @@ func TestWaitRoundNeedsARoundThatStartedAfterTheCall(t *testing.T) {
 	go func() { second <- f.WaitRound(context.Background()) }()
 	// The second read arrived during round 1: it must not be answered by it,
 	// whose read index may predate it.
-	waitUntil(t, func() bool { return len(f.kick) == 1 })
+	waitUntil(t, func() bool { return pendingReads(f) == 1 })
 	send(t, fr.results, nil) // round 1 completes
 	if err := recv(t, first); err != nil {
 		t.Fatal(err)
@@ -272,4 +272,11 @@ func TestRoundsSlowDownWhileNoBoundedReadComes(t *testing.T) {
 		t.Fatal("rounds stayed fast after bounded reads stopped")
 	default:
 	}
+}
+
+// pendingReads is the number of reads registered for the next round.
+func pendingReads(f *Freshness) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.pending
 }

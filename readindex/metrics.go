@@ -35,6 +35,25 @@ func (m *metrics) observeRound(seconds float64, err error) {
 	m.round.WithLabelValues(outcome).Observe(seconds)
 }
 
+// registerHubRounds exports, read at scrape time, the rounds through hubs
+// in flight and the count of those that overlapped another (see
+// batchPolicy); nil reg registers nothing.
+func registerHubRounds(reg prometheus.Registerer, hubRounds func() (int, uint64)) {
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "understudy", Subsystem: "replica", Name: "read_index_via_in_flight",
+			Help: "--read-index-via requests in flight now (at most --read-index-via-in-flight).",
+		}, func() float64 { n, _ := hubRounds(); return float64(n) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "understudy", Subsystem: "replica", Name: "read_index_via_overlapping_total",
+			Help: "--read-index-via requests started while another was in flight, for strong reads that arrived after it started.",
+		}, func() float64 { _, o := hubRounds(); return float64(o) }),
+	)
+}
+
 // viaMetrics are the metrics of rounds through hubs (--read-index-via).
 type viaMetrics struct {
 	rounds     *prometheus.CounterVec

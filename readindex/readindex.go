@@ -79,6 +79,9 @@ func (c Config) Validate() error {
 	if c.Election <= 0 {
 		problems = append(problems, fmt.Errorf("readindex: Election %v: must be more than 0", c.Election))
 	}
+	if c.Via.InFlight < 0 {
+		problems = append(problems, fmt.Errorf("readindex: Via.InFlight %d (--read-index-via-in-flight): must be 0 (one) or more", c.Via.InFlight))
+	}
 	if len(c.Via.URLs) > 0 && c.Via.Timeout <= 0 {
 		problems = append(problems, fmt.Errorf("readindex: Via.Timeout %v (--read-index-via-timeout): must be more than 0", c.Via.Timeout))
 	}
@@ -114,7 +117,8 @@ func New(cfg Config, m Member, src ContactSource) (*Tracker, error) {
 		})
 	if len(cfg.Via.URLs) > 0 {
 		v := newViaRounds(cfg.Logger.Named("via"), cfg.Via, cfg.Clock, memberLocal(m, t.contact, cfg.Election), m.LinearizableReadNotify, cfg.Registerer)
-		t.fresh.via, t.fresh.shared = v.round, v.useHub
+		registerHubRounds(cfg.Registerer, t.fresh.HubRounds)
+		t.fresh.via, t.fresh.shared, t.fresh.hubMax = v.round, v.useHub, cfg.Via.InFlight
 	}
 	t.fresh.idleInterval = cfg.IdleInterval
 	t.fresh.batch.maxWait = cfg.BatchMaxWait

@@ -25,6 +25,9 @@ type ViaConfig struct {
 	// Timeout bounds one request to a hub, and then the wait until its
 	// index is applied here; past either, the replica does its own round.
 	Timeout time.Duration
+	// InFlight is the most requests to hubs in flight at once
+	// (--read-index-via-in-flight, see batchPolicy); 0 means 1.
+	InFlight int
 	// Client makes the requests (TLS as the replica's towards its
 	// cluster: a hub's certificate must verify against the cluster's CA);
 	// nil means http.DefaultClient.

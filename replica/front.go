@@ -81,7 +81,7 @@ func newFront(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cl
 // viaConfig is how the front asks --read-index-via hubs: TLS as towards the
 // cluster, and with --user a login token for hubs with auth on.
 func viaConfig(cfg config.Replica, cli *clientv3.Client) (readindex.ViaConfig, error) {
-	via := readindex.ViaConfig{URLs: cfg.ReadIndexVia, Timeout: cfg.ReadIndexViaTimeout}
+	via := readindex.ViaConfig{URLs: cfg.ReadIndexVia, Timeout: cfg.ReadIndexViaTimeout, InFlight: cfg.ReadIndexViaInFlight}
 	if len(via.URLs) == 0 {
 		return via, nil
 	}
@@ -89,7 +89,7 @@ func viaConfig(cfg config.Replica, cli *clientv3.Client) (readindex.ViaConfig, e
 	if err != nil {
 		return via, err
 	}
-	via.Client = &http.Client{Transport: &http.Transport{TLSClientConfig: viaTLS, MaxIdleConnsPerHost: 4}}
+	via.Client = &http.Client{Transport: &http.Transport{TLSClientConfig: viaTLS, MaxIdleConnsPerHost: max(4, cfg.ReadIndexViaInFlight)}}
 	if user, password := cfg.Credentials(); user != "" {
 		via.Token = func(ctx context.Context) (string, error) {
 			resp, err := cli.Auth.Authenticate(ctx, user, password)

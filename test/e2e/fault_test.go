@@ -101,6 +101,12 @@ var faultCases = []faultCase{
 		signal(e.t, e.hub.Proc, syscall.SIGSTOP)
 		return func() { signal(e.t, e.hub.Proc, syscall.SIGCONT) }
 	}},
+	{name: "replica-hub-delay", viaHub: true, inject: func(e *faultEnv) func() {
+		// The hub's rounds slow to ~60ms: strong reads through it that
+		// arrive while a request is in flight ask anew, overlapping.
+		e.hub.DelayPeerLinks(e.t, e.c, 30*time.Millisecond)
+		return func() { e.hub.HealPeerLinks(e.c) }
+	}},
 	{name: "voter-client-blackhole", touchesVoters: true, inject: func(e *faultEnv) func() {
 		e.clientProx.Blackhole()
 		return e.clientProx.Heal
@@ -147,7 +153,7 @@ func runFault(t *testing.T, fc faultCase, rng *rand.Rand, fixed bool) {
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true})
 	e := &faultEnv{t: t, c: c}
 	if fc.viaHub {
-		e.hub = harness.StartReplica(t, c, harness.ReplicaConfig{Name: "hub"})
+		e.hub = harness.StartReplica(t, c, harness.ReplicaConfig{Name: "hub", PeerProxy: true})
 		e.r = harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1", PeerProxy: true, Extra: []string{"--read-index-via", e.hub.ClientURL}})
 	} else {
 		e.r = harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1", PeerProxy: true})
@@ -178,22 +184,22 @@ func runFault(t *testing.T, fc faultCase, rng *rand.Rand, fixed bool) {
 	w.stop()
 	checkFaultRun(t, e, w, fc, injected, healed)
 	if fc.viaHub {
-		checkRoundsBySource(t, e.r)
+		checkRoundsBySource(t, e.r, fc.name == "replica-hub-pause")
 	}
 }
 
-// checkRoundsBySource requires r to have done rounds through its hub and,
-// while the hub was paused, rounds of its own: both paths were checked.
-func checkRoundsBySource(t *testing.T, r *harness.Replica) {
+// checkRoundsBySource requires r to have done rounds through its hub,
+// some of them overlapping (strong reads arriving while a request was in
+// flight, --read-index-via-in-flight) and, if own (the hub was paused),
+// rounds of its own: every path was checked.
+func checkRoundsBySource(t *testing.T, r *harness.Replica, own bool) {
 	t.Helper()
 	m := harness.MustScrape(t, r.ClientURL+"/metrics")
-	got := map[string]float64{}
-	for _, src := range []string{"via", "own"} {
-		got[src] = m.Sum("understudy_replica_read_index_rounds_total", "source="+src)
-	}
-	t.Logf("rounds through the hub: %v, own: %v", got["via"], got["own"])
-	if got["via"] == 0 || got["own"] == 0 {
-		t.Fatalf("rounds through the hub %v, own %v: want both (through the hub while it runs, own while it is paused)", got["via"], got["own"])
+	via, ownRounds := m.Sum("understudy_replica_read_index_rounds_total", "source=via"), m.Sum("understudy_replica_read_index_rounds_total", "source=own")
+	overlapping := m.Sum("understudy_replica_read_index_via_overlapping_total")
+	t.Logf("rounds through the hub: %v (overlapping another: %v), own: %v", via, overlapping, ownRounds)
+	if via == 0 || overlapping == 0 || (own && ownRounds == 0) {
+		t.Fatalf("rounds through the hub %v, overlapping %v, own %v: want rounds through the hub, some overlapping, and own ones if the hub was paused", via, overlapping, ownRounds)
 	}
 }
 
