@@ -117,6 +117,9 @@ func comparisons(rows []Row) []comparison {
 				cs = append(cs, comparison{"leader cost of the same strong reads (a fixed rate) spread over several replicas sharing one's rounds vs through one (4 replicas joined)", r.Name, sharedName(1, false), "leader CPU/10k", "≤ 1.1", ""})
 			}
 		}
+		if c, ok := scaleFleetComparison(r); ok {
+			cs = append(cs, c)
+		}
 		if r.Scenario == "watch" && strings.HasSuffix(r.Name, "@ replica") {
 			onLeader := strings.TrimSuffix(r.Name, "replica") + "leader"
 			cs = append(cs,
@@ -212,6 +215,8 @@ func (rep report) markdown() string {
 		}
 	}
 
+	writeScale(w, rep.Rows, byName)
+
 	for _, sc := range []struct{ id, title string }{
 		{"generator", "Load generator check (the same reads by the project's generator and by etcd's benchmark tool, run generator, tool, tool, generator; each row is its two runs together)"}, {"reads", "Reads"}, {"headers", "Answer headers (weak reads through one replica with its four answer headers and with --freshness-headers=false)"}, {"writes", "Writes"}, {"watch", "Watch fan-out (events delivered under a steady write load)"}, {"catch-up", "Learner catch-up"}, {"mirror", "Mirror (initial sync: ops = keys, ops/s = keys per second; lag: ops = events timed)"},
 		{"mirror-source", "Mirror source cost (the source leader's CPU under the same fixed put rate with no mirror and with a mirror watching the leader, a follower or a replica; ops = puts, errors = puts whose event the destination's watch did not deliver, p50 and p99 = mirror lag from the put to the destination's watch event)"}, {"idle", "Idle replicas (leader CPU-s over a quiet window; nothing is served)"},
@@ -287,18 +292,23 @@ func (c comparison) cell(rows map[string]Row, ratio float64) (text, goal string)
 		text += " ± " + ratioText(2*se)
 		lo, hi = ratio-2*se, ratio+2*se
 	}
+	return text, goalMark(lo, hi, c.goal)
+}
+
+// goalMark is goal met (✓) or missed (✗) by a ratio within [lo, hi], or
+// not told if the goal lies within; "—" for no goal.
+func goalMark(lo, hi float64, goal string) string {
 	switch {
-	case c.goal == "":
-		goal = "—"
-	case met(lo, c.goal) && met(hi, c.goal):
-		goal = c.goal + " ✓"
-	case !met(lo, c.goal) && !met(hi, c.goal):
-		goal = c.goal + " ✗"
+	case goal == "":
+		return "—"
+	case met(lo, goal) && met(hi, goal):
+		return goal + " ✓"
+	case !met(lo, goal) && !met(hi, goal):
+		return goal + " ✗"
 	default:
 		// The goal lies within the error: this run does not tell.
-		goal = c.goal + " ? (within the error)"
+		return goal + " ? (within the error)"
 	}
-	return text, goal
 }
 
 // windows are r's per-window figures if they are in metric.

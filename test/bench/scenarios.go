@@ -59,17 +59,24 @@ type params struct {
 	// machine's drift falls alike on both arms of a pair.
 	headersWindows int
 	headersWindow  time.Duration
-	replicaArgs    []string
+	// scaleWriteRate and scaleReadRate are the fixed puts/s and strong
+	// reads/s of the scale scenario's windows of scaleWindow (idle ones
+	// twice as long), scaleRounds the windows per arm and fleet size.
+	scaleWriteRate, scaleReadRate, scaleRounds int
+	scaleWindow                                time.Duration
+	replicaArgs                                []string
 }
 
 func quickParams() params {
 	return params{dur: 3 * time.Second, workers: 32, conns: 8, keys: 1000, watchers: []int{200}, watchRate: 10, catchupKeys: 2000, mirrorKeys: 5000, mirrorRate: 1000, sharedRate: 2000,
-		mirrorSourceRate: 500, mirrorSourceValue: 4096, mirrorSourceWindows: 2, mirrorSyncKeys: 2000, headersWindows: 4, headersWindow: 1500 * time.Millisecond}
+		mirrorSourceRate: 500, mirrorSourceValue: 4096, mirrorSourceWindows: 2, mirrorSyncKeys: 2000, headersWindows: 4, headersWindow: 1500 * time.Millisecond,
+		scaleWriteRate: 300, scaleReadRate: 1000, scaleRounds: 2, scaleWindow: 3 * time.Second}
 }
 
 func fullParams() params {
 	return params{dur: 10 * time.Second, workers: 64, conns: 16, keys: 1000, watchers: []int{1000, 10000}, watchRate: 10, catchupKeys: 20000, mirrorKeys: 100000, mirrorRate: 1000, sharedRate: 8000,
-		mirrorSourceRate: 1000, mirrorSourceValue: 4096, mirrorSourceWindows: 4, mirrorSyncKeys: 10000, headersWindows: 16, headersWindow: 2500 * time.Millisecond}
+		mirrorSourceRate: 1000, mirrorSourceValue: 4096, mirrorSourceWindows: 4, mirrorSyncKeys: 10000, headersWindows: 16, headersWindow: 2500 * time.Millisecond,
+		scaleWriteRate: 300, scaleReadRate: 1000, scaleRounds: 3, scaleWindow: 6 * time.Second}
 }
 
 var value256 = strings.Repeat("v", 256)

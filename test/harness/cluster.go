@@ -23,8 +23,10 @@ const (
 	// rpcTimeout bounds one Status call while polling.
 	rpcTimeout = 2 * time.Second
 	// testMaxLearners is passed to every member: etcd checks the learner
-	// limit on each voter, and tests attach several replicas.
-	testMaxLearners = 4
+	// limit on each member, and tests attach several replicas; the bench's
+	// scale scenario joins 8 stock learners (StartStockLearner) to one
+	// cluster, and every one of them applies the others' joins.
+	testMaxLearners = 16
 )
 
 // Kind says which binary a cluster member runs.
