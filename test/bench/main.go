@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -161,11 +162,18 @@ func readReport(raw, flag string) (report, error) {
 	return rep, nil
 }
 
-// rerender writes the report at out from the raw figures at raw.
+// rerender writes the report at out from the raw figures at raw, and the
+// scale scenario's plot if they hold its rows.
 func rerender(raw, out string) error {
 	rep, err := readReport(raw, "--render")
 	if err != nil {
 		return err
+	}
+	if slices.ContainsFunc(rep.Rows, func(r Row) bool { return r.Scenario == scaleID }) {
+		// The scale scenario's plot is drawn from its rows too.
+		if err := scalePlot(scalePlotDir, rep.Rows); err != nil {
+			return err
+		}
 	}
 	return os.WriteFile(out, []byte(rep.markdown()), 0o644)
 }

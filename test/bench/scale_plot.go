@@ -80,21 +80,32 @@ func scaleLeaderPlot(byName map[string]Row) (*plot.Plot, error) {
 		{fmt.Sprintf("%.0f strong reads/s, one hub", reads), busy(scaleReadsHub), func(n float64) float64 { return m.LeaderPct(n, 0, reads, scaleReadsHub) }},
 	}
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Leader CPU against N replicas: measured (points) and model fitted on N ≤ %d (lines)", scaleFitN)
-	p.X.Label.Text = "N replicas"
-	p.Y.Label.Text = "leader CPU, % of a core"
-	p.X.Min, p.X.Max, p.Y.Min = 0, scalePlotMaxN, 0
+	p.Title.Text = fmt.Sprintf("Leader CPU against N replicas: measured (points), model fitted on N ≤ %d (lines)", scaleFitN)
+	p.X.Label.Text = "N replicas (log scale)"
+	p.Y.Label.Text = "leader CPU, % of a core (log scale)"
+	// Log scales: N from 1 (N = 0, the base, is in the report's tables),
+	// CPU from a tenth of a percent to ten cores, where a line is cut.
+	const yMin, yMax = 0.1, 1000
+	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 1, scalePlotMaxN, yMin, yMax
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	var xt []plot.Tick
+	for n := 1; n <= scalePlotMaxN; n *= 2 {
+		xt = append(xt, plot.Tick{Value: float64(n), Label: fmt.Sprint(n)})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(xt)
+	p.Y.Tick.Marker = plot.ConstantTicks([]plot.Tick{{Value: 0.1, Label: "0.1"}, {Value: 1, Label: "1"}, {Value: 10, Label: "10"}, {Value: 100, Label: "100 (one core)"}, {Value: 1000, Label: "1000"}})
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
+	clamp := func(y float64) float64 { return min(max(y, yMin), yMax) }
 	for i, s := range series {
 		var pts, curve plotter.XYs
-		for _, n := range scaleNs {
+		for _, n := range scaleNs[1:] {
 			if y, ok := s.measured(n); ok {
-				pts = append(pts, plotter.XY{X: float64(n), Y: y})
+				pts = append(pts, plotter.XY{X: float64(n), Y: clamp(y)})
 			}
 		}
-		for n := 0; n <= scalePlotMaxN; n++ {
-			curve = append(curve, plotter.XY{X: float64(n), Y: s.model(float64(n))})
+		for n := 1; n <= scalePlotMaxN; n++ {
+			curve = append(curve, plotter.XY{X: float64(n), Y: clamp(s.model(float64(n)))})
 		}
 		col := rttColors[i%len(rttColors)]
 		if i == 3 {

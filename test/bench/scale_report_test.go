@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -68,6 +70,22 @@ func TestScaleReportFitsAndRatios(t *testing.T) {
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// The plot is written as PNG and SVG from a run's rows.
+func TestScalePlotIsWritten(t *testing.T) {
+	model := scaleModel{Idle: line{1, 0.15}, Write: line{2, 0.05}, Round: line{0.04, 0.005},
+		Rounds: map[string]line{scaleReadsOwn: line{0.02, 0.04}, scaleReadsHub: line{0.06, 0}}}
+	dir := t.TempDir()
+	if err := scalePlot(dir, scaleRowsOf(model, 0.001)); err != nil {
+		t.Fatal(err)
+	}
+	for _, ext := range []string{".png", ".svg"} {
+		fi, err := os.Stat(filepath.Join(dir, scalePlotFile+ext))
+		if err != nil || fi.Size() == 0 {
+			t.Fatalf("plot %s: %v", ext, err)
 		}
 	}
 }
