@@ -198,7 +198,7 @@ func DefaultReplica() Replica {
 		ReadBatchInterval:     2 * time.Millisecond,
 		ReadBatchMaxWait:      2 * time.Millisecond,
 		ReadIndexViaTimeout:   200 * time.Millisecond,
-		ReadIndexViaInFlight:  8,
+		ReadIndexViaInFlight:  16,
 		HeartbeatMs:           100,
 		ElectionMs:            1000,
 		AuthToken:             "simple",
@@ -279,7 +279,7 @@ func (c Replica) Validate() error {
 		add("--read-index-via-timeout %v: must be more than 0", c.ReadIndexViaTimeout)
 	}
 	if c.ReadIndexViaInFlight < 1 {
-		add("--read-index-via-in-flight %d: must be 1 (one request at a time) or more (default 8)", c.ReadIndexViaInFlight)
+		add("--read-index-via-in-flight %d: must be 1 (one request at a time) or more (default 16)", c.ReadIndexViaInFlight)
 	}
 	for _, u := range c.ReadIndexVia {
 		if slices.Contains(c.AdvertiseClientURLs, u) || slices.Contains(c.ListenClientURLs, u) {

@@ -28,6 +28,12 @@ type RegionsConfig struct {
 	ClientProxies bool
 	// NoLearner leaves out the stock etcd learner in region B.
 	NoLearner bool
+	// Hub adds a replica in region A (Regions.Hub, advertising a client
+	// proxy that SetRTT delays for region B's members) and a second
+	// replica in region B (Regions.ViaReplica) that obtains its strong
+	// reads' read indexes from it (--read-index-via), with ViaArgs.
+	Hub     bool
+	ViaArgs []string
 }
 
 // Regions is a cluster spread over two regions: its voters in region A;
@@ -53,6 +59,9 @@ type Regions struct {
 	Learner          *Proc
 	LearnerURL       string
 	LearnerPeerProxy *Proxy
+	// Hub is the replica in region A and ViaReplica the one in region B
+	// that asks it for read indexes (RegionsConfig.Hub), or nil.
+	Hub, ViaReplica *Replica
 	// remoteClient[i] is the proxy region B's clients dial to reach
 	// voter i's client URL.
 	remoteClient []*Proxy
@@ -84,6 +93,13 @@ func StartRegions(t TB, cfg RegionsConfig) *Regions {
 	g.Replica = StartReplica(t, g.Cluster, ReplicaConfig{Name: name, PeerProxy: true, Extra: args})
 	if !cfg.NoLearner {
 		g.LearnerURL, g.Learner, g.LearnerPeerProxy = StartStockLearner(t, g.Cluster, "learner-b", true)
+	}
+	if cfg.Hub {
+		g.Hub = StartReplica(t, g.Cluster, ReplicaConfig{Name: "hub-a", ClientProxy: true, Extra: cfg.ReplicaArgs})
+		// A hub across the WAN answers in one RTT or more: the timeout
+		// (whose half marks a hub slow) must leave room for it.
+		via := append([]string{"--join", strings.Join(join, ","), "--read-index-via", g.Hub.ClientProxy.URL(), "--read-index-via-timeout", "1s"}, cfg.ReplicaArgs...)
+		g.ViaReplica = StartReplica(t, g.Cluster, ReplicaConfig{Name: name + "-via", PeerProxy: true, Extra: append(via, cfg.ViaArgs...)})
 	}
 	g.SetRTT(0, 0)
 	return g
@@ -124,6 +140,9 @@ func (g *Regions) bMembers() (pids []int, proxies []*Proxy) {
 	if g.Learner != nil {
 		pids, proxies = append(pids, g.Learner.PID()), append(proxies, g.LearnerPeerProxy)
 	}
+	if g.ViaReplica != nil {
+		pids, proxies = append(pids, g.ViaReplica.PID()), append(proxies, g.ViaReplica.PeerProxy)
+	}
 	return pids, proxies
 }
 
@@ -149,14 +168,20 @@ func (g *Regions) SetRTT(rtt, jitter time.Duration) {
 		p.Delay(oneWay)
 		p.Jitter(jitter)
 	}
+	aClient := []*Proxy{}
 	for _, m := range g.Cluster.Members {
-		if m.ClientProxy == nil {
-			continue
+		if m.ClientProxy != nil {
+			aClient = append(aClient, m.ClientProxy)
 		}
+	}
+	if g.Hub != nil {
+		aClient = append(aClient, g.Hub.ClientProxy)
+	}
+	for _, p := range aClient {
 		for _, pid := range bPIDs {
-			m.ClientProxy.DelayFrom(pid, oneWay)
+			p.DelayFrom(pid, oneWay)
 		}
-		m.ClientProxy.Jitter(jitter)
+		p.Jitter(jitter)
 	}
 }
 
@@ -170,6 +195,9 @@ func (g *Regions) WANTraffic() (raft, client Traffic) {
 	_, bProxies := g.bMembers()
 	for _, p := range bProxies {
 		raft = raft.Add(p.TrafficFrom())
+	}
+	if g.Hub != nil {
+		client = client.Add(g.Hub.ClientProxy.TrafficFrom())
 	}
 	for _, p := range g.remoteClient {
 		client = client.Add(p.Traffic())

@@ -20,6 +20,11 @@ type ReplicaConfig struct {
 	// PeerProxy advertises a Proxy in front of the replica's peer URL, so
 	// that CutPeerLinks can cut the links the voters open to it.
 	PeerProxy bool
+	// ClientProxy advertises a Proxy in front of the replica's client URL
+	// (--advertise-client-urls): what other members' clients and
+	// --read-index-via askers dial; the harness's own clients dial
+	// ClientURL directly.
+	ClientProxy bool
 }
 
 // Replica is a replica process.
@@ -28,6 +33,9 @@ type Replica struct {
 	Name, ClientURL, PeerURL, DataDir string
 	// PeerProxy is the proxy the replica advertises (ReplicaConfig.PeerProxy).
 	PeerProxy *Proxy
+	// ClientProxy is the proxy it advertises as its client URL
+	// (ReplicaConfig.ClientProxy), or nil.
+	ClientProxy *Proxy
 }
 
 // StartReplica starts a replica that joins c, and unless cfg.NoWait waits
@@ -59,6 +67,10 @@ func StartReplica(t TB, c *Cluster, cfg ReplicaConfig) *Replica {
 		"--listen-peer-urls", r.PeerURL, "--initial-advertise-peer-urls", adv,
 		"--listen-client-urls", r.ClientURL,
 		"--join-timeout", "5m",
+	}
+	if cfg.ClientProxy {
+		r.ClientProxy = NewProxy(t, strings.TrimPrefix(r.ClientURL, "http://"))
+		args = append(args, "--advertise-client-urls", r.ClientProxy.URL())
 	}
 	if c.TLS != nil {
 		args = append(args, c.TLS.EtcdFlags()...) // the replica takes etcd's TLS flags
