@@ -61,6 +61,8 @@ type regionPath struct {
 // regionEndpoints are region B's clients of each endpoint.
 type regionEndpoints struct {
 	replica, learner, remote []*clientv3.Client
+	// via are the clients of the replica that asks a hub in region A.
+	via []*clientv3.Client
 }
 
 func regionGet(opts ...clientv3.OpOption) func(context.Context, *clientv3.Client, int) error {
@@ -118,6 +120,7 @@ var (
 
 var regionPaths = []regionPath{
 	{name: pathReplicaStrong, op: regionGet(), on: onReplica, rounds: true},
+	{name: pathViaStrong, op: regionGet(), on: onVia, rounds: true},
 	{name: pathReplicaWeak, op: regionGet(clientv3.WithSerializable()), on: onReplica},
 	{name: pathReplicaBounded, op: regionBounded(regionBound, tally1s), on: onReplica, tally: tally1s},
 	{name: pathBoundedBelow, op: regionBounded(regionBoundBelow, tally100ms), on: onReplica, tally: tally100ms},
@@ -156,9 +159,11 @@ func regionsScenario(p params, quick bool, plotDir string) ([]Row, error) {
 	var rows []Row
 	var samples []regionSamples
 	err := scenario("regions", func(r *runner) {
-		g := harness.StartRegions(r, harness.RegionsConfig{ReplicaArgs: p.replicaArgs})
+		g := harness.StartRegions(r, harness.RegionsConfig{ReplicaArgs: p.replicaArgs, Hub: true})
+		// The leader's rounds are counted over every replica: the via
+		// replica's strong reads cost the hub's rounds.
 		tp := &topology{cluster: g.Cluster, extraURL: g.Replica.ClientURL, extraPID: g.Replica.PID(),
-			extraPIDs: []int{g.Learner.PID()}, replicaURLs: []string{g.Replica.ClientURL}}
+			extraPIDs: []int{g.Learner.PID(), g.Hub.PID(), g.ViaReplica.PID()}, replicaURLs: []string{g.Replica.ClientURL, g.Hub.ClientURL, g.ViaReplica.ClientURL}}
 		tp.roles(r)
 		populate(r, g.Cluster.Client(r), 1000, value256)
 		conns := max(1, p.conns)
@@ -166,6 +171,7 @@ func regionsScenario(p params, quick bool, plotDir string) ([]Row, error) {
 			replica: clients(r, g.Replica.ClientURL, conns),
 			learner: clients(r, g.LearnerURL, conns),
 			remote:  clients(r, g.RemoteClientURL(tp.leader), conns),
+			via:     clients(r, g.ViaReplica.ClientURL, conns),
 		}
 		ready := watchReady(g.Replica.ClientURL, g.Cluster)
 		for _, rtt := range regionRTTs {
@@ -191,6 +197,8 @@ func regionsScenario(p params, quick bool, plotDir string) ([]Row, error) {
 				}
 			}
 		}
+		last := regionRTTs[len(regionRTTs)-1]
+		rows = append(rows, regionKnee(r, g, tp, p, ep, last, regionClients[len(regionClients)-1])...)
 		watchers := 1000
 		if quick {
 			watchers = 200
@@ -275,8 +283,9 @@ func regionNotes(rows []Row) {
 		}
 	}
 	first := regionRowName(pathReplicaStrong, 0, regionClients[0])
-	note(first, fmt.Sprintf("3 voters (primaries) in region A; the replica, a stock etcd learner and the clients (this load generator) in region B; every link between the regions through the harness's proxies, delayed by RTT/2 each way plus up to %v of jitter per chunk (none at RTT 0); links inside a region direct. Per RTT, in this order, each path at 1 then 32 clients (over %s connections), closed loop; remote voter = the leader, through the delayed client proxy. Reads: 1000 keys of 256 B; bounded reads carry %s: %s, or %s (below what the replica can prove at 150 ms RTT); the replica's /readyz asked every %v throughout", regionJitter, "the run's", wire.MaxStalenessKey, regionBound, regionBoundBelow, readyPollEvery))
+	note(first, fmt.Sprintf("3 voters (primaries) and a hub replica in region A; the replica, a second replica that asks the hub for its strong reads' read indexes (--read-index-via its client URL across the WAN, --read-index-via-timeout 1s, --read-index-via-in-flight %d unless a row says), a stock etcd learner and the clients (this load generator) in region B; every link between the regions through the harness's proxies, delayed by RTT/2 each way plus up to %v of jitter per chunk (none at RTT 0); links inside a region direct. Per RTT, in this order, each path at 1 then 32 clients (over %s connections), closed loop; remote voter = the leader, through the delayed client proxy. Reads: 1000 keys of 256 B; bounded reads carry %s: %s, or %s (below what the replica can prove at 150 ms RTT); the replica's /readyz asked every %v throughout", regionHubInFlight, regionJitter, "the run's", wire.MaxStalenessKey, regionBound, regionBoundBelow, readyPollEvery))
 	last := regionRTTs[len(regionRTTs)-1]
+	regionKneeNotes(rows, note, byName)
 	for _, n := range regionClients {
 		for _, path := range []string{pathReplicaWeak, pathReplicaBounded} {
 			a, okA := byName[regionRowName(path, last, n)]
@@ -287,7 +296,7 @@ func regionNotes(rows []Row) {
 			}
 		}
 		for _, rtt := range regionRTTs[1:] {
-			for _, path := range []string{pathReplicaStrong, pathAfterBounded} {
+			for _, path := range []string{pathReplicaStrong, pathAfterBounded, pathViaStrong} {
 				a, okA := byName[regionRowName(path, rtt, n)]
 				b, okB := byName[regionRowName(pathRemoteStrong, rtt, n)]
 				if okA && okB && rows[b].P50 > 0 {
