@@ -149,7 +149,15 @@ func TestStandbyInRegionBReplacesADeadLeaderWhileAFollowersClientURLIsCut(t *tes
 // its term stay as they were (keepsEveryVoter).
 func TestStandbyInRegionBKeepsLiveVoters(t *testing.T) {
 	g := startStandbyInRegionB(t)
+	_, client0 := g.WANTraffic()
 	keepsEveryVoter(t, g, g.Cluster.Leader(t))
+	// The leader's raft view was read through its advertised client URL,
+	// delayed for the standby's connections.
+	if _, client1 := g.WANTraffic(); client1.Sub(client0).Down == 0 {
+		t.Fatalf("no client bytes crossed the WAN to the standby while it read the leader's raft view: %+v", client1.Sub(client0))
+	} else {
+		t.Logf("client bytes across the WAN in the window: %+v", client1.Sub(client0))
+	}
 }
 
 // TestStandbyInRegionBKeepsVotersWhoseClientURLsAreCut: at standbyRTT,
