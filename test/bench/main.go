@@ -42,6 +42,7 @@ func scenarios(quick bool, consistency string) []scenarioSpec {
 		{"idle", []string{"idle"}, idleScenario},
 		{"compare", []string{"compare"}, func(params) ([]Row, error) { return compareScenario(quick, consistency) }},
 		{"regions", []string{regionsID}, func(p params) ([]Row, error) { return regionsScenario(p, quick, regionsPlotDir(quick)) }},
+		{"regions-ready", []string{regionsSoakID}, func(p params) ([]Row, error) { return regionsSoakScenario(p, quick) }},
 		{"scale", []string{scaleID}, func(p params) ([]Row, error) { return scaleScenario(p, scalePlotDir) }},
 	}
 }
