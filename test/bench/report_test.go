@@ -92,7 +92,7 @@ func TestMergeWithoutReadableRawFiguresFailsBeforeRunning(t *testing.T) {
 	} {
 		out := filepath.Join(dir, "out.md")
 		// idle would run for minutes: the error must come first.
-		err := run(true, out, tc.raw, "idle", true, filepath.Join(dir, "c.md"), "", false)
+		err := run(true, out, tc.raw, "idle", true, filepath.Join(dir, "c.md"), "", false, 0)
 		if err == nil || !strings.Contains(err.Error(), "--merge") || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("--merge with %s: error %v, want one naming --merge and saying %q", filepath.Base(tc.raw), err, tc.want)
 		}
