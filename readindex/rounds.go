@@ -1,0 +1,208 @@
+package readindex
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/zap"
+)
+
+// The freshness loop and its rounds: when a round starts (Run, fed by
+// batchPolicy), what it is (begin: own, or through a hub), and what its end
+// proves (finish).
+
+// begin numbers a new round and notes when it starts; it must happen
+// before the round's ReadIndex is requested. Every pending read is the
+// new round's. The round may go through a hub (viaHub) unless it must be
+// own: wantOwn (a background round), or a bounded read waits for it; it
+// takes a hub slot if a hub is usable (hubUsable), else it is an own
+// round (through via, which falls back to one).
+func (f *Freshness) begin(wantOwn, hubUsable bool) (r round) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mu.started++
+	r = round{n: f.mu.started, start: f.clock.Now()}
+	r.viaHub = f.via != nil && !wantOwn && !f.mu.ownWanted
+	r.hubSlot = r.viaHub && hubUsable
+	if r.hubSlot {
+		if f.mu.hubInFlight > 0 {
+			f.mu.overlapped++
+		}
+		f.mu.hubInFlight++
+	} else {
+		f.mu.ownInFlight++
+		if !r.viaHub {
+			// Surely own: bounded reads that need it may wait for it.
+			f.mu.ownStart = r.start
+		}
+	}
+	f.mu.inFlight = append(f.mu.inFlight, r.n)
+	f.mu.ownWanted = false
+	f.mu.pending, f.mu.oldest = 0, time.Time{}
+	f.mu.peak = f.mu.waiting
+	return r
+}
+
+// round is a round under way.
+type round struct {
+	n     uint64
+	start time.Time
+	// viaHub: it goes through via; hubSlot: it counts among the rounds
+	// through hubs in flight (a hub was usable when it began).
+	viaHub, hubSlot bool
+}
+
+// finish records the end of round r: if it succeeded, strong reads waiting
+// for it may read, and if it was an own round, the store is fresh as of
+// its start. Waiters re-examine either way: those a failed round would
+// have served register for the next.
+func (f *Freshness) finish(r round, own bool, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.clock.Now()
+	f.mu.inFlight = slices.DeleteFunc(f.mu.inFlight, func(n uint64) bool { return n == r.n })
+	if r.hubSlot {
+		f.mu.hubInFlight--
+		if err == nil && !own {
+			f.mu.hubTook = now.Sub(r.start)
+		}
+	} else {
+		f.mu.ownInFlight--
+	}
+	if own {
+		f.mu.ownEnded = now
+	}
+	if err != nil {
+		f.mu.failedAt = now
+	} else {
+		f.mu.failedAt = time.Time{}
+		f.mu.completed = max(f.mu.completed, r.n)
+		if own && r.start.After(f.mu.asOf) {
+			f.mu.asOf = r.start
+		}
+	}
+	close(f.mu.changed)
+	f.mu.changed = make(chan struct{})
+}
+
+// batchState is what the batch policy decides on, now.
+func (f *Freshness) batchState(now, lastStart time.Time, due, hubUsable bool) batchState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.mu.failedAt.IsZero() {
+		// After a failed round, wait a little before the next: a leader
+		// election or a cut link fails rounds fast, and retrying at
+		// once would only spin.
+		lastStart = later(lastStart, f.mu.failedAt.Add(roundRetryGap-f.batch.minGap))
+	}
+	shared := f.via != nil && hubUsable && !due && !f.mu.ownWanted
+	return batchState{now: now, lastStart: lastStart, due: due, shared: shared,
+		pending: f.mu.pending, oldest: f.mu.oldest, peak: f.mu.peak,
+		ownInFlight: f.mu.ownInFlight > 0, hubInFlight: f.mu.hubInFlight, hubMax: f.hubMax, hubTook: f.mu.hubTook}
+}
+
+// roundRetryGap is the least time between a failed round and the next.
+const roundRetryGap = 10 * time.Millisecond
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// Run does a background round every period (every idleInterval while no
+// bounded read comes) after the last own round ended, and rounds for
+// waiting reads when the batch policy says, until ctx ends; then it waits
+// for the rounds under way. Each round runs on a goroutine of its own,
+// whose end wakes the loop: own rounds one at a time, rounds through hubs
+// overlapping (see batchPolicy). It is the tracker's only loop; the
+// caller owns it.
+func (f *Freshness) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var last time.Time
+	f.mu.Lock()
+	f.mu.ownEnded = f.clock.Now()
+	f.mu.Unlock()
+	for {
+		now := f.clock.Now()
+		nextDue, ownBusy := f.nextDue()
+		due := !ownBusy && !now.Before(nextDue)
+		hubUsable := f.via != nil && f.shared != nil && f.shared()
+		d := f.batch.next(f.batchState(now, last, due, hubUsable))
+		if d.start {
+			last = now
+			r := f.begin(due, hubUsable)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				f.run(ctx, r)
+				select {
+				case f.kick <- struct{}{}:
+				default:
+				}
+			}()
+			continue
+		}
+		var wake time.Time
+		if !ownBusy {
+			wake = nextDue
+		}
+		if !d.at.IsZero() && (wake.IsZero() || d.at.Before(wake)) {
+			wake = d.at
+		}
+		var t clockwork.Timer
+		var tc <-chan time.Time
+		if !wake.IsZero() {
+			t = f.clock.NewTimer(wake.Sub(now))
+			tc = t.Chan()
+		}
+		select {
+		case <-ctx.Done():
+		case <-tc:
+		case <-f.kick:
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// nextDue is when the next background round is due, and whether an own
+// round is under way (then none is due until it ends).
+func (f *Freshness) nextDue() (time.Time, bool) {
+	period := f.period()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.ownEnded.Add(period), f.mu.ownInFlight > 0
+}
+
+// Round does one own ReadIndex round and, if it completes, moves AsOf to
+// the time it started.
+func (f *Freshness) Round(ctx context.Context) { f.run(ctx, f.begin(true, false)) }
+
+// run does round r: through via if r.viaHub, else an own round.
+func (f *Freshness) run(ctx context.Context, r round) {
+	rctx, cancel := context.WithTimeout(ctx, f.timeout)
+	own, err := true, error(nil)
+	if r.viaHub {
+		own, err = f.via(rctx)
+	} else {
+		err = f.round(rctx)
+	}
+	cancel()
+	if f.observe != nil {
+		f.observe(f.clock.Since(r.start), own, err)
+	}
+	if err != nil && ctx.Err() == nil {
+		f.lg.Debug("freshness round failed", zap.Error(err))
+	}
+	f.finish(r, own, err)
+}
