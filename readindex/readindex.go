@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -94,7 +95,29 @@ type Tracker struct {
 	fresh    *Freshness
 	contact  *LeaderContact
 	election time.Duration
+	// roundTook follows how long own rounds take (for hub timeouts).
+	roundTook roundTime
 }
+
+// roundTime follows successful own rounds' durations, erring long (it
+// sets hub timeouts): a longer round is taken at once, a shorter one lowers
+// it by an eighth of the difference.
+type roundTime struct{ ns atomic.Int64 }
+
+func (r *roundTime) observe(d time.Duration) {
+	for {
+		old := r.ns.Load()
+		next := int64(d)
+		if old > next {
+			next = old - (old-next)/8
+		}
+		if r.ns.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+func (r *roundTime) get() time.Duration { return time.Duration(r.ns.Load()) }
 
 // New builds the machinery on m, with leader contact told by src; Run
 // starts it.
@@ -113,10 +136,13 @@ func New(cfg Config, m Member, src ContactSource) (*Tracker, error) {
 			met.observeRound(d.Seconds(), err)
 			if own && err == nil { // the leader answered a round that started d ago
 				t.contact.Heard(cfg.Clock.Now().Add(-d))
+				t.roundTook.observe(d)
 			}
 		})
 	if len(cfg.Via.URLs) > 0 {
-		v := newViaRounds(cfg.Logger.Named("via"), cfg.Via, cfg.Clock, memberLocal(m, t.contact, cfg.Election), m.LinearizableReadNotify, cfg.Registerer)
+		local := memberLocal(m, t.contact, cfg.Election)
+		local.roundTook = t.roundTook.get
+		v := newViaRounds(cfg.Logger.Named("via"), cfg.Via, cfg.Clock, local, m.LinearizableReadNotify, cfg.Registerer)
 		registerHubRounds(cfg.Registerer, t.fresh.HubRounds)
 		t.fresh.via, t.fresh.shared, t.fresh.hubMax = v.round, v.useHub, cfg.Via.InFlight
 	}

@@ -30,10 +30,7 @@ const maxViaBackoff = 32 * time.Second
 const slowStrikes = 3
 
 type hubHealth struct {
-	// timeout is --read-index-via-timeout: an answer slower than half of
-	// it is slow.
-	timeout time.Duration
-	hubs    map[string]*hubState
+	hubs map[string]*hubState
 }
 
 type hubState struct {
@@ -43,8 +40,8 @@ type hubState struct {
 	drops, slow int
 }
 
-func newHubHealth(timeout time.Duration) *hubHealth {
-	return &hubHealth{timeout: timeout, hubs: map[string]*hubState{}}
+func newHubHealth() *hubHealth {
+	return &hubHealth{hubs: map[string]*hubState{}}
 }
 
 func (h *hubHealth) state(hub string) *hubState {
@@ -84,12 +81,13 @@ func (h *hubHealth) failed(hub string, now time.Time) time.Duration {
 	return d
 }
 
-// answered records an answer the replica used, which took latency; it
-// returns the back-off if that answer was the slowStrikes-th slow one in a
-// row (then the hub is dropped), else 0.
-func (h *hubHealth) answered(hub string, now time.Time, latency time.Duration) time.Duration {
+// answered records an answer the replica used, which took latency with
+// the timeout then in force (viaRounds.timeout): slower than half of it is
+// slow. It returns the back-off if that answer was the slowStrikes-th slow
+// one in a row (then the hub is dropped), else 0.
+func (h *hubHealth) answered(hub string, now time.Time, latency, timeout time.Duration) time.Duration {
 	s := h.state(hub)
-	if latency <= h.timeout/2 {
+	if latency <= timeout/2 {
 		s.drops, s.slow = 0, 0
 		return 0
 	}

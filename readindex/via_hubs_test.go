@@ -108,6 +108,42 @@ func TestViaDropsAConsistentlySlowHub(t *testing.T) {
 	}
 }
 
+// A hub across a WAN answers in a round trip at best: the timeout follows
+// the replica's own round time (viaRTTFactor of it) when that is longer
+// than --read-index-via-timeout, so answers that take less than half of
+// that are not slow, and the timeout bounds the wait for the hub's index.
+func TestViaTimeoutFollowsTheReplicasOwnRoundTime(t *testing.T) {
+	var fx *viaFixture
+	var delay atomic.Int64
+	h := newHub(t, func(w http.ResponseWriter, r *http.Request) {
+		fx.clock.Advance(time.Duration(delay.Load()))
+		answerAs(hubID, 42)(w, r)
+	})
+	fx = newViaFixture(t, ViaConfig{Timeout: 20 * time.Second}, h)
+	close(fx.applied)
+	fx.roundTook.Store(int64(10 * time.Second)) // a 40s timeout
+	if got := fx.v.timeout(); got != 40*time.Second {
+		t.Fatalf("timeout %v with own rounds of 10s and --read-index-via-timeout 20s, want 40s", got)
+	}
+	delay.Store(int64(15 * time.Second)) // slow for 20s, not for 40s
+	for i := range 2 * slowStrikes {
+		if fx.round(t) || !fx.v.useHub() {
+			t.Fatalf("answer %d in 15s with a 40s timeout: not used, or the hub dropped", i+1)
+		}
+	}
+	delay.Store(int64(21 * time.Second))
+	for range slowStrikes {
+		fx.round(t)
+	}
+	if fx.v.useHub() {
+		t.Fatal("three answers past half the 40s timeout in a row: the hub is still used")
+	}
+	fx.roundTook.Store(int64(time.Second)) // 4s < --read-index-via-timeout
+	if got := fx.v.timeout(); got != 20*time.Second {
+		t.Fatalf("timeout %v with own rounds of 1s, want --read-index-via-timeout's 20s", got)
+	}
+}
+
 func TestMemberAtMatchesAdvertisedClientURLs(t *testing.T) {
 	ms := []Peer{{ID: 1, ClientURLs: []string{"http://10.0.0.1:2379"}}, {ID: 2, ClientURLs: []string{"https://Replica-2:2479/", "http://replica-2"}}}
 	for _, tc := range []struct {
@@ -126,6 +162,25 @@ func TestMemberAtMatchesAdvertisedClientURLs(t *testing.T) {
 		m, ok := memberAt(ms, tc.url)
 		if got := map[bool]uint64{true: m.ID}[ok]; got != tc.want {
 			t.Errorf("memberAt(%q) = %d, want %d", tc.url, got, tc.want)
+		}
+	}
+}
+
+// Own round times are followed erring long: a longer round at once, a
+// shorter one by an eighth of the difference.
+func TestRoundTimeErrsLong(t *testing.T) {
+	var r roundTime
+	if r.get() != 0 {
+		t.Fatalf("no round yet: %v", r.get())
+	}
+	for _, step := range []struct{ d, want time.Duration }{
+		{160 * time.Millisecond, 160 * time.Millisecond},
+		{80 * time.Millisecond, 150 * time.Millisecond},
+		{400 * time.Millisecond, 400 * time.Millisecond},
+	} {
+		r.observe(step.d)
+		if got := r.get(); got != step.want {
+			t.Fatalf("after a round of %v: %v, want %v", step.d, got, step.want)
 		}
 	}
 }

@@ -49,6 +49,9 @@ type viaLocal struct {
 	term, committed func() uint64
 	// applyWait is closed once index is applied here.
 	applyWait func(index uint64) <-chan struct{}
+	// roundTook is how long the replica's own rounds take lately (its
+	// round trip to the leader); nil means unknown.
+	roundTook func() time.Duration
 	// contact reports that the replica's raft heard from the leader
 	// lately; nil means always.
 	contact func() bool
@@ -109,7 +112,7 @@ func newViaRounds(lg *zap.Logger, cfg ViaConfig, clock clockwork.Clock, local vi
 		cfg.Client = http.DefaultClient
 	}
 	v := &viaRounds{lg: lg, cfg: cfg, clock: clock, local: local, own: own}
-	v.mu.health = newHubHealth(cfg.Timeout)
+	v.mu.health = newHubHealth()
 	v.m = newViaMetrics(reg, func() float64 {
 		v.mu.Lock()
 		defer v.mu.Unlock()
@@ -144,6 +147,22 @@ func (v *viaRounds) round(ctx context.Context) (own bool, err error) {
 	}
 	v.m.rounds.WithLabelValues("own").Inc()
 	return true, v.own(ctx)
+}
+
+// viaRTTFactor is how many of the replica's own round times (its round
+// trip to the leader) the timeout allows a hub at least.
+const viaRTTFactor = 4
+
+// timeout is --read-index-via-timeout, or viaRTTFactor times the replica's
+// recent own round time if that is longer: a hub across a WAN answers in
+// one round trip at best, and one that must wait behind its own round in
+// flight in two, so a timeout made for one region would find it slow
+// forever and keep every askers' reads on their own rounds.
+func (v *viaRounds) timeout() time.Duration {
+	if v.local.roundTook == nil {
+		return v.cfg.Timeout
+	}
+	return max(v.cfg.Timeout, viaRTTFactor*v.local.roundTook())
 }
 
 // useHub reports whether the next round would ask a hub.
@@ -210,13 +229,14 @@ func (v *viaRounds) viaHub(ctx context.Context, hub string) error {
 		return err
 	}
 	v.mu.Lock()
-	backoff := v.mu.health.answered(hub, v.clock.Now(), latency)
+	timeout := v.timeout()
+	backoff := v.mu.health.answered(hub, v.clock.Now(), latency, timeout)
 	v.mu.Unlock()
 	if backoff > 0 {
 		v.m.rejections.WithLabelValues(reasonSlow).Inc()
 		v.lg.Warn("--read-index-via hub answers slowly; own rounds through the leader for a while",
 			zap.String("hub", hub), zap.String("reason", reasonSlow), zap.Duration("latency", latency), zap.Int("in-a-row", slowStrikes),
-			zap.Duration("slow-above", v.cfg.Timeout/2), zap.Duration("for", backoff))
+			zap.Duration("slow-above", timeout/2), zap.Duration("for", backoff))
 	}
 	return nil
 }
@@ -239,13 +259,14 @@ func checkAnswer(a Answer, cluster string, member, term, committed uint64) error
 
 // catchUp waits until index is applied here, within the timeout.
 func (v *viaRounds) catchUp(ctx context.Context, index uint64) error {
-	t := v.clock.NewTimer(v.cfg.Timeout)
+	timeout := v.timeout()
+	t := v.clock.NewTimer(timeout)
 	defer t.Stop()
 	select {
 	case <-v.local.applyWait(index):
 		return nil
 	case <-t.Chan():
-		return reject(reasonCatchUp, "hub's index %d not applied here within %v (commit index %d)", index, v.cfg.Timeout, v.local.committed())
+		return reject(reasonCatchUp, "hub's index %d not applied here within %v (commit index %d)", index, timeout, v.local.committed())
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -265,7 +286,7 @@ func (v *viaRounds) token(ctx context.Context) (string, error) {
 	}
 	// A login is bounded as a hub's answer is: with --join unreachable it
 	// must not eat the read's deadline, which the read's own round needs.
-	lctx, cancel := context.WithTimeout(ctx, v.cfg.Timeout)
+	lctx, cancel := context.WithTimeout(ctx, v.timeout())
 	defer cancel()
 	t, err := v.cfg.Token(lctx)
 	if err != nil {
@@ -279,7 +300,7 @@ func (v *viaRounds) token(ctx context.Context) (string, error) {
 
 // ask requests hub's read index, within the timeout.
 func (v *viaRounds) ask(ctx context.Context, hub, token string) (Answer, error) {
-	ctx, cancel := context.WithTimeout(ctx, v.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, v.timeout())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(hub, "/")+Path, nil)
 	if err != nil {

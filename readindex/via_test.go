@@ -53,6 +53,8 @@ func answerWith(a Answer) func(http.ResponseWriter, *http.Request) {
 // hubID+i; its own rounds are counted and its applied index is moved by
 // the test (applied closed: everything is applied).
 type viaFixture struct {
+	// roundTook is what the replica's own rounds take lately (0: unknown).
+	roundTook atomic.Int64
 	v       *viaRounds
 	clock   *clockwork.FakeClock
 	reg     *prometheus.Registry
@@ -83,6 +85,7 @@ func newViaFixture(t *testing.T, cfg ViaConfig, hubs ...*hub) *viaFixture {
 		committed: func() uint64 { return 3 },
 		applyWait: func(index uint64) <-chan struct{} { fx.waited <- index; return fx.applied },
 		contact:   fx.contact.Load,
+		roundTook: func() time.Duration { return time.Duration(fx.roundTook.Load()) },
 	}
 	fx.v = newViaRounds(zaptest.NewLogger(t), cfg, fx.clock, local, func(context.Context) error { fx.own.Add(1); return nil }, fx.reg)
 	return fx
