@@ -102,11 +102,15 @@ func startScaleRig(r *runner, p params) *scaleRig {
 	etcd := []harness.Kind{harness.KindEtcd, harness.KindEtcd, harness.KindEtcd}
 	g := &scaleRig{p: p, writeRate: p.scaleWriteRate, readRte: p.scaleReadRate}
 	// Snapshots every 2,000 entries, with 1,000 kept for slow members:
-	// what a joiner replays stays short (see grow).
-	snaps := []string{"--snapshot-count", "2000", "--snapshot-catchup-entries", "1000"}
-	g.u = harness.StartCluster(r, harness.ClusterConfig{N: 3, ExtraArgs: append([]string{"--max-learners", "16"}, snaps...)})
-	g.s = harness.StartCluster(r, harness.ClusterConfig{N: 3, Kinds: etcd, ExtraArgs: snaps})
-	g.f = harness.StartCluster(r, harness.ClusterConfig{N: 3, Kinds: etcd})
+	// what a joiner replays stays short (see grow). An election timeout of
+	// 5 s (etcd's heartbeat, 100 ms, kept: it is what each member costs
+	// the leader idle): on a host this loaded, a follower starved of CPU
+	// for a second moved the leader in a run, and a leader that moves is
+	// no longer the one process measured.
+	args := []string{"--snapshot-count", "2000", "--snapshot-catchup-entries", "1000", "--election-timeout", "5000"}
+	g.u = harness.StartCluster(r, harness.ClusterConfig{N: 3, ExtraArgs: append([]string{"--max-learners", "16"}, args...)})
+	g.s = harness.StartCluster(r, harness.ClusterConfig{N: 3, Kinds: etcd, ExtraArgs: args})
+	g.f = harness.StartCluster(r, harness.ClusterConfig{N: 3, Kinds: etcd, ExtraArgs: args[4:]})
 	g.uLeader, g.sLeader, g.fLeader = g.u.WaitLeader(r, 30*time.Second), g.s.WaitLeader(r, 30*time.Second), g.f.WaitLeader(r, 30*time.Second)
 	populate(r, g.u.Client(r), p.keys, value256)
 	populate(r, g.f.Client(r), p.keys, value256)

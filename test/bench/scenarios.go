@@ -76,7 +76,7 @@ func quickParams() params {
 func fullParams() params {
 	return params{dur: 10 * time.Second, workers: 64, conns: 16, keys: 1000, watchers: []int{1000, 10000}, watchRate: 10, catchupKeys: 20000, mirrorKeys: 100000, mirrorRate: 1000, sharedRate: 8000,
 		mirrorSourceRate: 1000, mirrorSourceValue: 4096, mirrorSourceWindows: 4, mirrorSyncKeys: 10000, headersWindows: 16, headersWindow: 2500 * time.Millisecond,
-		scaleWriteRate: 300, scaleReadRate: 1000, scaleRounds: 3, scaleWindow: 6 * time.Second}
+		scaleWriteRate: 300, scaleReadRate: 1000, scaleRounds: 3, scaleWindow: 5 * time.Second}
 }
 
 var value256 = strings.Repeat("v", 256)
