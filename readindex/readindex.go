@@ -96,15 +96,17 @@ type Tracker struct {
 	contact  *LeaderContact
 	election time.Duration
 	// roundTook follows how long own rounds take (for hub timeouts).
-	roundTook roundTime
+	roundTook RoundTime
 }
 
-// roundTime follows successful own rounds' durations, erring long (it
-// sets hub timeouts): a longer round is taken at once, a shorter one lowers
-// it by an eighth of the difference.
-type roundTime struct{ ns atomic.Int64 }
+// RoundTime follows the durations of round trips that succeeded, erring
+// long, for timeouts that must not take a far peer for a dead one: a
+// longer one is taken at once, a shorter one lowers it by an eighth of the
+// difference. Zero until the first. Safe for concurrent use.
+type RoundTime struct{ ns atomic.Int64 }
 
-func (r *roundTime) observe(d time.Duration) {
+// Observe records a round trip that took d.
+func (r *RoundTime) Observe(d time.Duration) {
 	for {
 		old := r.ns.Load()
 		next := int64(d)
@@ -117,7 +119,8 @@ func (r *roundTime) observe(d time.Duration) {
 	}
 }
 
-func (r *roundTime) get() time.Duration { return time.Duration(r.ns.Load()) }
+// Get is the round-trip time followed so far.
+func (r *RoundTime) Get() time.Duration { return time.Duration(r.ns.Load()) }
 
 // New builds the machinery on m, with leader contact told by src; Run
 // starts it.
@@ -136,12 +139,12 @@ func New(cfg Config, m Member, src ContactSource) (*Tracker, error) {
 			met.observeRound(d.Seconds(), err)
 			if own && err == nil { // the leader answered a round that started d ago
 				t.contact.Heard(cfg.Clock.Now().Add(-d))
-				t.roundTook.observe(d)
+				t.roundTook.Observe(d)
 			}
 		})
 	if len(cfg.Via.URLs) > 0 {
 		local := memberLocal(m, t.contact, cfg.Election)
-		local.roundTook = t.roundTook.get
+		local.roundTook = t.roundTook.Get
 		v := newViaRounds(cfg.Logger.Named("via"), cfg.Via, cfg.Clock, local, m.LinearizableReadNotify, cfg.Registerer)
 		registerHubRounds(cfg.Registerer, t.fresh.HubRounds)
 		t.fresh.via, t.fresh.shared, t.fresh.hubMax = v.round, v.useHub, cfg.Via.InFlight
@@ -150,6 +153,11 @@ func New(cfg Config, m Member, src ContactSource) (*Tracker, error) {
 	t.fresh.batch.maxWait = cfg.BatchMaxWait
 	return t, nil
 }
+
+// RoundTime is how long the member's own ReadIndex rounds take lately (its
+// round trip to the leader, followed erring long; see RoundTime), 0 before
+// the first.
+func (t *Tracker) RoundTime() time.Duration { return t.roundTook.Get() }
 
 // Freshness is the member's freshness tracker.
 func (t *Tracker) Freshness() *Freshness { return t.fresh }

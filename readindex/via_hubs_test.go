@@ -169,17 +169,17 @@ func TestMemberAtMatchesAdvertisedClientURLs(t *testing.T) {
 // Own round times are followed erring long: a longer round at once, a
 // shorter one by an eighth of the difference.
 func TestRoundTimeErrsLong(t *testing.T) {
-	var r roundTime
-	if r.get() != 0 {
-		t.Fatalf("no round yet: %v", r.get())
+	var r RoundTime
+	if r.Get() != 0 {
+		t.Fatalf("no round yet: %v", r.Get())
 	}
 	for _, step := range []struct{ d, want time.Duration }{
 		{160 * time.Millisecond, 160 * time.Millisecond},
 		{80 * time.Millisecond, 150 * time.Millisecond},
 		{400 * time.Millisecond, 400 * time.Millisecond},
 	} {
-		r.observe(step.d)
-		if got := r.get(); got != step.want {
+		r.Observe(step.d)
+		if got := r.Get(); got != step.want {
 			t.Fatalf("after a round of %v: %v, want %v", step.d, got, step.want)
 		}
 	}

@@ -333,6 +333,10 @@ func (f *Front) start(ctx context.Context, lw *leaderWatch) {
 // Freshness is the front's freshness tracker.
 func (f *Front) Freshness() *readindex.Freshness { return f.fresh }
 
+// RoundTime is how long the replica's own ReadIndex rounds take lately: its
+// round trip to the leader.
+func (f *Front) RoundTime() time.Duration { return f.ri.RoundTime() }
+
 // Contact is the front's leader-contact tracker.
 func (f *Front) Contact() *readindex.LeaderContact { return f.contact }
 

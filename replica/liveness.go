@@ -18,11 +18,35 @@ import (
 )
 
 const (
-	// leaderViewTimeout bounds one read of the leader's raft status.
+	// leaderViewTimeout bounds one read of the leader's raft status,
+	// peerProbeTimeout one probe of a voter's peer URL and roundTimeout
+	// one ReadIndex round, near the voters (see evidenceTimeout).
 	leaderViewTimeout = 500 * time.Millisecond
-	// peerProbeTimeout bounds one probe of a voter's peer URL.
-	peerProbeTimeout = 500 * time.Millisecond
+	peerProbeTimeout  = 500 * time.Millisecond
+	roundTimeout      = time.Second
+	// maxEvidenceTimeout bounds them however far the voters are.
+	maxEvidenceTimeout = 5 * time.Second
 )
+
+// roundTrip is the longer of the round trips the role loop's evidence and
+// the front's rounds took lately.
+func (r *roles) roundTrip() time.Duration {
+	d := r.rtt.Get()
+	if r.leaderRTT != nil {
+		d = max(d, r.leaderRTT())
+	}
+	return d
+}
+
+// evidenceTimeout is how long the role loop waits for one piece of evidence
+// that a voter lives — a probe, a read of the leader's view, a round —
+// whose timeout near the voters is base, when its round trips to them take
+// rtt: base plus 4 round trips (a new connection's handshakes, TLS's, the
+// request), at most maxEvidenceTimeout. A fixed timeout shorter than a far
+// region's round trips would take every live voter for silent.
+func evidenceTimeout(base, rtt time.Duration) time.Duration {
+	return min(base+4*max(rtt, 0), max(base, maxEvidenceTimeout))
+}
 
 // observe reads what the core needs: the replica's own raft state; the
 // leader's commit index, from a ReadIndex round through raft (roundCommit);
@@ -64,7 +88,7 @@ func (r *roles) observeSelf(ctx context.Context) (promotion.Observation, error) 
 	o := promotion.Observation{SelfID: uint64(r.srv.MemberID()), IsLearner: r.srv.IsLearner(), HoldsFailoverLock: r.lock.held()}
 	switch {
 	case o.HoldsFailoverLock && !o.IsLearner:
-		rctx, cancel := context.WithTimeout(ctx, roundTimeout)
+		rctx, cancel := context.WithTimeout(ctx, evidenceTimeout(roundTimeout, r.roundTrip()))
 		err := r.srv.LinearizableReadNotify(rctx)
 		cancel()
 		if err != nil {
@@ -143,10 +167,12 @@ func (r *roles) observeVoters(ctx context.Context, view membership.RaftStatus, v
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pctx, cancel := context.WithTimeout(ctx, peerProbeTimeout)
+			pctx, cancel := context.WithTimeout(ctx, evidenceTimeout(peerProbeTimeout, r.roundTrip()))
 			defer cancel()
 			for _, u := range urls {
+				start := r.clock.Now()
 				if membership.PeerAnswers(pctx, r.peerHTTP, u, cluster) == nil {
+					r.rtt.Observe(r.clock.Since(start))
 					voters[i].PeerAnswered = true
 					return
 				}
@@ -178,9 +204,6 @@ func leaderViewOf(view membership.RaftStatus, id uint64) promotion.LeaderView {
 	}
 }
 
-// roundTimeout bounds one ReadIndex round of the role loop.
-const roundTimeout = time.Second
-
 // roundCommit runs a ReadIndex round through the leader (raft's own
 // messages: no client URL is involved) and returns the applied index
 // before it and an upper bound of the leader's commit index as of the
@@ -189,11 +212,13 @@ const roundTimeout = time.Second
 // leaderCommit−applied is therefore never less than the real one.
 func (r *roles) roundCommit(ctx context.Context) (applied, leaderCommit uint64, err error) {
 	applied = r.srv.AppliedIndex()
-	rctx, cancel := context.WithTimeout(ctx, roundTimeout)
+	rctx, cancel := context.WithTimeout(ctx, evidenceTimeout(roundTimeout, r.roundTrip()))
 	defer cancel()
+	start := r.clock.Now()
 	if err := r.srv.LinearizableReadNotify(rctx); err != nil {
 		return 0, 0, err
 	}
+	r.rtt.Observe(r.clock.Since(start))
 	return applied, max(r.srv.AppliedIndex(), 1), nil
 }
 
@@ -246,10 +271,12 @@ func (r *roles) leaderView(ctx context.Context, leader uint64) (membership.RaftS
 	}
 	var last error = fmt.Errorf("leader %s has no client URL", m.Name)
 	for _, u := range m.ClientURLs {
-		lctx, cancel := context.WithTimeout(ctx, leaderViewTimeout)
+		lctx, cancel := context.WithTimeout(ctx, evidenceTimeout(leaderViewTimeout, r.roundTrip()))
+		start := r.clock.Now()
 		st, err := membership.LeaderRaftStatus(lctx, r.leaderHTTP, u)
 		cancel()
 		if err == nil && st.Leader == leader {
+			r.rtt.Observe(r.clock.Since(start))
 			return st, nil
 		}
 		if err == nil {

@@ -97,6 +97,9 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		if r, err = newRoles(lg.Named("role"), cfg, m.Server, opts.Clock, front.LastLeaderContact, gate, roleState, opts.Registerer); err != nil {
 			return err
 		}
+		// The front's rounds run all the time: the role loop's timeouts
+		// know the round trip to the leader before its own evidence does.
+		r.leaderRTT = front.RoundTime
 	}
 	quota := newQuotaGuard(lg.Named("quota"), cli, cfg.Name, uint64(m.Server.MemberID()), cfg.QuotaBackendBytes, explicitQuota, cfg.QuotaCheckInterval, opts.Clock, gate, opts.Registerer)
 	err = serve(ctx, lg, cfg, m, front, ls, quota, r, opts.Ready)

@@ -20,6 +20,7 @@ import (
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/membership"
 	"github.com/understudy-kv/understudy/promotion"
+	"github.com/understudy-kv/understudy/readindex"
 )
 
 // roleInterval is how often the role loop observes the cluster.
@@ -105,6 +106,12 @@ type roles struct {
 	identity string
 	// peerSeen: voters one of whose peer URLs has answered this process.
 	peerSeen map[uint64]bool
+	// rtt follows the round trips of the evidence that answered (rounds,
+	// view reads, probes), and leaderRTT, if set, is the front's rounds'
+	// round trip to the leader: the longer sets the evidence's timeouts
+	// (evidenceTimeout).
+	rtt       readindex.RoundTime
+	leaderRTT func() time.Duration
 }
 
 // isAuthError tells whether err is the cluster's auth refusing a call.

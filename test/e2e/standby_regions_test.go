@@ -31,11 +31,17 @@ const (
 // ReadIndex round through the leader) takes at least standbyRTT.
 func startStandbyInRegionB(t *testing.T) *harness.Regions {
 	t.Helper()
+	return startStandbyAt(t, standbyRTT)
+}
+
+// startStandbyAt is startStandbyInRegionB at rtt.
+func startStandbyAt(t *testing.T, rtt time.Duration) *harness.Regions {
+	t.Helper()
 	harness.Binaries(t).RequireReplica(t)
 	g := harness.StartRegions(t, harness.RegionsConfig{ReplicaName: "standby", NoLearner: true, ClientProxies: true,
 		ReplicaArgs: append([]string{"--join-timeout", "60s"}, standbyArgs...)})
 	waitRoleState(t, g.Replica, "idle", "live")
-	g.SetRTT(standbyRTT, standbyJitter)
+	g.SetRTT(rtt, standbyJitter)
 	cli := client(t, g.Replica.ClientURL)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -43,8 +49,8 @@ func startStandbyInRegionB(t *testing.T) *harness.Regions {
 	if _, err := cli.Get(ctx, "rtt-check"); err != nil {
 		t.Fatalf("linearizable read at the standby: %v", err)
 	}
-	if took := time.Since(start); took < standbyRTT {
-		t.Fatalf("a linearizable read at the standby took %v across an RTT of %v: the delay is not in effect", took, standbyRTT)
+	if took := time.Since(start); took < rtt {
+		t.Fatalf("a linearizable read at the standby took %v across an RTT of %v: the delay is not in effect", took, rtt)
 	}
 	return g
 }
@@ -185,6 +191,13 @@ func TestStandbyInRegionBKeepsVotersWhoseClientURLsAreCut(t *testing.T) {
 // failover step, and the voters and the standby's learnership stay.
 func keepsEveryVoter(t *testing.T, g *harness.Regions, leader *harness.Member) {
 	t.Helper()
+	keepsEveryVoterFor(t, g, leader, 16)
+}
+
+// keepsEveryVoterFor is keepsEveryVoter with views reads of the leader's
+// raft view at least (each failed one takes its timeout, longer far away).
+func keepsEveryVoterFor(t *testing.T, g *harness.Regions, leader *harness.Member, views float64) {
+	t.Helper()
 	const window = 3 * standbyFailoverAfter
 	st0, err := g.Cluster.Status(leader)
 	if err != nil {
@@ -197,7 +210,7 @@ func keepsEveryVoter(t *testing.T, g *harness.Regions, leader *harness.Member) {
 	start := time.Now()
 	var checked time.Time
 	puts := 0
-	harness.WaitFor(t, 2*time.Minute, fmt.Sprintf("16 leader views read by the standby over %v", window), func() (bool, error) {
+	harness.WaitFor(t, 2*time.Minute, fmt.Sprintf("%v leader views read by the standby over %v", views, window), func() (bool, error) {
 		if time.Since(checked) < 250*time.Millisecond {
 			return false, nil // the checks below load the machine; 4 a second do
 		}
@@ -216,7 +229,7 @@ func keepsEveryVoter(t *testing.T, g *harness.Regions, leader *harness.Member) {
 			t.Fatalf("%v into the window: %v failover steps", time.Since(start).Round(time.Millisecond), n)
 		}
 		reads := m.Sum("understudy_replica_leader_view_reads_total") - reads0
-		return reads >= 16 && time.Since(start) >= window, fmt.Errorf("%v leader views read in %v", reads, time.Since(start).Round(time.Millisecond))
+		return reads >= views && time.Since(start) >= window, fmt.Errorf("%v leader views read in %v", reads, time.Since(start).Round(time.Millisecond))
 	})
 	m1 := metrics()
 	suspicions := countLogged(t, "voters silent: no peer URL answers and the leader does not replicate to them", g.Replica) - suspicions0
@@ -275,4 +288,34 @@ func longestSilence(t *testing.T, r *harness.Replica, since time.Time) time.Dura
 		t.Fatalf("the standby waited on a live voter's silence for %v, --failover-after %v", longest, standbyFailoverAfter)
 	}
 	return longest
+}
+
+// TestStandbyFarAwayKeepsVotersWhoseClientURLsAreCut: at 600 ms RTT —
+// longer than the role loop's timeouts near the voters (500 ms for a probe
+// of a peer URL) — with the leader's client URLs cut, so that the peer
+// URLs, across the WAN, are the only evidence: the standby still sees every
+// voter live (its timeouts follow the round trip it measures) and removes
+// none; a follower really killed is then replaced, later than near the
+// voters (every failover step crosses the WAN), within --failover-after
+// plus 60 s.
+func TestStandbyFarAwayKeepsVotersWhoseClientURLsAreCut(t *testing.T) {
+	g := startStandbyAt(t, 600*time.Millisecond)
+	leader := g.Cluster.Leader(t)
+	follower := following(g.Cluster, leader)[0]
+	g.CutClientURL(leader)
+	keepsEveryVoterFor(t, g, leader, 4)
+	var live []string
+	for _, m := range g.Cluster.Members {
+		if m != follower {
+			live = append(live, m.ClientURL)
+		}
+	}
+	cli := client(t, live...)
+	follower.Proc.Kill()
+	killed := time.Now()
+	harness.WaitFor(t, standbyFailoverAfter+60*time.Second, "the standby a voter, the dead voter "+follower.Name+" removed", func() (bool, error) {
+		vs, ls := voters(t, cli)
+		return len(vs) == 3 && len(ls) == 0 && !contains(vs, follower.Name) && contains(vs, "standby"), fmt.Errorf("voters %v, learners %v", vs, ls)
+	})
+	t.Logf("failover done %v after the kill at 600 ms RTT", time.Since(killed).Round(time.Millisecond))
 }
