@@ -55,14 +55,14 @@ func answerWith(a Answer) func(http.ResponseWriter, *http.Request) {
 type viaFixture struct {
 	// roundTook is what the replica's own rounds take lately (0: unknown).
 	roundTook atomic.Int64
-	v       *viaRounds
-	clock   *clockwork.FakeClock
-	reg     *prometheus.Registry
-	own     atomic.Int32
-	waited  chan uint64
-	applied chan struct{}
-	contact atomic.Bool
-	members []Peer
+	v         *viaRounds
+	clock     *clockwork.FakeClock
+	reg       *prometheus.Registry
+	own       atomic.Int32
+	waited    chan uint64
+	applied   chan struct{}
+	contact   atomic.Bool
+	members   []Peer
 }
 
 func newViaFixture(t *testing.T, cfg ViaConfig, hubs ...*hub) *viaFixture {
