@@ -68,7 +68,7 @@ func main() {
 	consistency := flag.String("consistency", "CONSISTENCY.md", "where the compare scenario writes its tables (its plots go in docs/consistency/ beside it)")
 	replicaArgs := flag.String("replica-args", "", "extra flags for every replica, space-separated (for tuning experiments; recorded in the report)")
 	render := flag.Bool("render", false, "run nothing: write the report again from the raw figures (--json) of an earlier run, after a change to how it is written")
-	windows := flag.Int("windows", 0, "windows per arm in the scenarios that alternate arms (headers, mirror-source): more narrows their ratios' error on a noisy machine; 0 keeps the mode's (full: 16 and 4)")
+	windows := flag.Int("windows", 0, "windows per arm in the scenarios that alternate arms (headers, mirror-source): more narrows their ratios' error on a noisy machine; 0 keeps the mode's (full: 16 and 8)")
 	flag.Parse()
 
 	if *windows < 0 {

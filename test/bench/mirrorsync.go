@@ -29,7 +29,7 @@ type mirrorSyncArm struct {
 }
 
 // mirrorSyncRows measures what a mirror's initial sync of keys keys (values
-// of p.mirrorSourceValue bytes) costs the source's leader when the mirror
+// of p.mirrorSyncValue bytes) costs the source's leader when the mirror
 // reads from the leader and when it reads from the replica: a sync reads
 // the whole prefix, pages of ranges, where streaming is one watch. Each
 // sync is a fresh `replica mirror` into a destination prefix of its own;
@@ -39,7 +39,7 @@ type mirrorSyncArm struct {
 func mirrorSyncRows(r *runner, tp *topology, p params, dc *clientv3.Client, dstEndpoint string, keys, rounds int) []Row {
 	put := clients(r, tp.leader.ClientURL, 1)[0]
 	harness.Fill(r, put, keys, func(i int) (string, string) {
-		return fmt.Sprintf("mirrorsync/%07d", i), fmt.Sprintf("%0*d", p.mirrorSourceValue, i)
+		return fmt.Sprintf("mirrorsync/%07d", i), fmt.Sprintf("%0*d", p.mirrorSyncValue, i)
 	})
 	arms := []*mirrorSyncArm{
 		{row: mirrorSyncLeader, endpoint: tp.leader.ClientURL, name: "leader"},
@@ -57,7 +57,7 @@ func mirrorSyncRows(r *runner, tp *topology, p params, dc *clientv3.Client, dstE
 	var rows []Row
 	for _, a := range arms {
 		note := fmt.Sprintf("`replica mirror --source-endpoints` %s's client URL only, a fresh mirror and destination prefix each time: %d syncs of %d keys of %d B, alternating with the other source; the leader's idle CPU over as long taken off (%.2f %% of a core idle); leader CPU-s/10k keys per sync: %s",
-			a.name, a.syncs, keys, p.mirrorSourceValue, 100*a.idleRate, windowsText(a.perSync, 3))
+			a.name, a.syncs, keys, p.mirrorSyncValue, 100*a.idleRate, windowsText(a.perSync, 3))
 		rows = append(rows, Row{Scenario: "mirror-source", Name: a.row, Note: note, Windows: a.perSync, WindowsMetric: "leader CPU/10k",
 			Result: Result{Ops: a.keys, Seconds: a.seconds, Throughput: float64(a.keys) / a.seconds, CPU: map[string]float64{"leader": a.cpu}}})
 	}
