@@ -32,6 +32,9 @@ type Mirror struct {
 	// MaxTxnOps bounds the operations in one destination transaction,
 	// checkpoint included; etcd refuses more than its --max-txn-ops (128).
 	MaxTxnOps int
+	// MaxRequestBytes is the destination's --max-request-bytes: the
+	// mirror keeps each transaction well below it.
+	MaxRequestBytes int
 	// PageSize is the number of keys read per request in a full sync.
 	PageSize int
 	// NoLeases writes every key without a lease.
@@ -94,6 +97,7 @@ func DefaultMirror() Mirror {
 		Source:             MirrorSide{Endpoints: []string{"http://127.0.0.1:2379"}},
 		Name:               "default",
 		MaxTxnOps:          128,
+		MaxRequestBytes:    1536 * 1024,
 		PageSize:           1000,
 		ProgressInterval:   5 * time.Second,
 		CycleCheckInterval: 10 * time.Second,
@@ -137,6 +141,7 @@ func NewMirrorFlags(cfg *Mirror) *flag.FlagSet {
 	fs.Int64Var(&cfg.Rev, "rev", cfg.Rev, "With no checkpoint yet: stream from this source revision on, without an initial sync. A checkpoint, once written, wins.")
 	fs.StringVar(&cfg.Name, "name", cfg.Name, "Name of this mirror's checkpoint in the destination (several mirrors may share a destination).")
 	fs.IntVar(&cfg.MaxTxnOps, "max-txn-ops", cfg.MaxTxnOps, "Most operations in one destination transaction, checkpoint included; at most the destination's --max-txn-ops (etcd's default 128).")
+	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "The destination's --max-request-bytes (etcd's default 1.5 MiB): the mirror plans each transaction to at most three quarters of it, so that large values are copied in smaller transactions rather than refused. A single value larger than that is still sent alone; the destination refuses it if it is over its limit.")
 	fs.IntVar(&cfg.PageSize, "page-size", cfg.PageSize, "Keys read per request during a full sync.")
 	fs.BoolVar(&cfg.NoLeases, "no-leases", cfg.NoLeases, "Write keys without leases (by default a key on a source lease gets a destination lease of the remaining TTL, kept alive while the source lease lives).")
 	fs.BoolVar(&cfg.Overwrite, "overwrite", cfg.Overwrite, "Copy the source over destination keys this mirror did not write (it still deletes only keys it wrote). Without --overwrite or --prune, an initial sync into a destination that holds such keys is refused, and they are never touched.")
@@ -192,6 +197,9 @@ func (c Mirror) Validate() error {
 	}
 	if c.MaxTxnOps < MirrorMinTxnOps {
 		add("--max-txn-ops %d: must be at least %d (one change, its ownership checks and the checkpoint), at most the destination's --max-txn-ops", c.MaxTxnOps, MirrorMinTxnOps)
+	}
+	if c.MaxRequestBytes < 64*1024 {
+		add("--max-request-bytes %d: must be at least 65536, and the destination's --max-request-bytes (etcd's default 1572864)", c.MaxRequestBytes)
 	}
 	if c.Overwrite && c.Prune {
 		add("--overwrite and --prune: give one or neither (--prune overwrites too)")

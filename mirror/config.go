@@ -24,6 +24,10 @@ type Config struct {
 	Name string
 	// MaxTxnOps bounds one destination transaction, checkpoint included.
 	MaxTxnOps int
+	// MaxRequestBytes is the destination's --max-request-bytes: a
+	// transaction's changes are planned to at most three quarters of it
+	// (core.Budget). 0 means etcd's default, 1.5 MiB.
+	MaxRequestBytes int
 	// PageSize is the number of keys per read in a full sync.
 	PageSize int
 	// NoLeases writes keys without leases.
@@ -88,6 +92,9 @@ func (c Config) Validate() error {
 	}
 	if c.PageSize < 1 {
 		add("PageSize %d: must be at least 1", c.PageSize)
+	}
+	if c.MaxRequestBytes < 0 {
+		add("MaxRequestBytes %d: must be 0 (etcd's default) or more", c.MaxRequestBytes)
 	}
 	if c.ProgressInterval <= 0 {
 		add("ProgressInterval %v: must be more than 0", c.ProgressInterval)

@@ -83,7 +83,7 @@ func (mr *mirror) restore(ctx context.Context, srcs []int64) (err error) {
 	if err := mr.ensureLeases(ctx, kvs); err != nil {
 		return err
 	}
-	for chunk := range core.Chunks(kvs, mr.batch()) {
+	for chunk := range core.ChunksBy(kvs, mr.budget(), core.KVBytes) {
 		ops := make([]owned, len(chunk))
 		for i, kv := range chunk {
 			ops[i] = mr.putOp(kv)

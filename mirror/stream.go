@@ -262,7 +262,7 @@ func (mr *mirror) apply(ctx context.Context, events []*mvccpb.Event) error {
 	if err := mr.ensureLeases(ctx, foreign.NotIn(kvs)); err != nil {
 		return err
 	}
-	for _, t := range core.Plan(*mr.cp, events, mr.batch(), mr.mapping(), foreign) {
+	for _, t := range core.Plan(*mr.cp, events, mr.budget(), mr.mapping(), foreign) {
 		if _, err := mr.commit(ctx, mr.opsOf(t.Changes), t.Checkpoint); err != nil {
 			return err
 		}

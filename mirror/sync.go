@@ -145,7 +145,7 @@ func (mr *mirror) copyPage(ctx context.Context, kvs []*mvccpb.KeyValue, foreign 
 	if err != nil {
 		return 0, 0, err
 	}
-	for _, t := range core.PlanPage(*mr.cp, changes, string(kvs[len(kvs)-1].Key), mr.batch()) {
+	for _, t := range core.PlanPage(*mr.cp, changes, string(kvs[len(kvs)-1].Key), mr.budget()) {
 		if _, err := mr.commit(ctx, mr.opsOf(t.Changes), t.Checkpoint); err != nil {
 			return 0, 0, err
 		}
@@ -242,6 +242,20 @@ func (mr *mirror) get(ctx context.Context, cli *clientv3.Client, key string, opt
 
 // batch is how many changes go in one transaction.
 func (mr *mirror) batch() int { return mr.cfg.MaxTxnOps - nestedOps - 1 }
+
+// defaultMaxRequestBytes is etcd's --max-request-bytes default.
+const defaultMaxRequestBytes = 1536 * 1024
+
+// budget is what one transaction may hold: batch changes, in at most three
+// quarters of the destination's --max-request-bytes (the rest is the
+// checkpoint, the transaction's framing, and ChangeBytes's error).
+func (mr *mirror) budget() core.Budget {
+	limit := mr.cfg.MaxRequestBytes
+	if limit == 0 {
+		limit = defaultMaxRequestBytes
+	}
+	return core.Budget{Ops: mr.batch(), Bytes: limit * 3 / 4}
+}
 
 // putOp copies one source key, with the destination lease of its source
 // lease if it has one (ensureLeases has been called for it).

@@ -41,24 +41,25 @@ type Txn struct {
 	Revisions int
 }
 
-// Plan groups streamed events (in revision order) into transactions of at
-// most limit changes, each with the checkpoint of the last revision in
-// it, chained from cp. A transaction holds whole revisions; a revision
-// that changes a key already in the transaction starts the next one: etcd
-// refuses a key twice in a transaction, and folding the two changes into
-// one would hide the earlier from every destination watcher. One source
-// revision bigger than limit goes in parts: all but its last without
-// moving the checkpoint (its puts and deletes are of distinct keys, so
-// doing a part again after a crash leaves the same state). Events of
-// reserved keys count towards the budget and the revision but are not
-// copied.
-func Plan(cp Checkpoint, events []*mvccpb.Event, limit int, m Mapping, foreign Versions) []Txn {
+// Plan groups streamed events (in revision order) into transactions that
+// fit b, each with the checkpoint of the last revision in it, chained from
+// cp. A transaction holds whole revisions; a revision that changes a key
+// already in the transaction starts the next one: etcd refuses a key twice
+// in a transaction, and folding the two changes into one would hide the
+// earlier from every destination watcher. One source revision bigger than
+// b goes in parts: all but its last without moving the checkpoint (its
+// puts and deletes are of distinct keys, so doing a part again after a
+// crash leaves the same state). Events of reserved keys count towards the
+// operations and the revision but are not copied.
+func Plan(cp Checkpoint, events []*mvccpb.Event, b Budget, m Mapping, foreign Versions) []Txn {
 	var (
 		out   []Txn
 		cur   []Change
 		index = map[string]bool{} // destination keys in cur
 		last  int64
 		revs  int
+		// ops and bytes are what cur holds, reserved events' ops included.
+		ops, bytes int
 	)
 	flush := func() {
 		if revs == 0 {
@@ -67,8 +68,9 @@ func Plan(cp Checkpoint, events []*mvccpb.Event, limit int, m Mapping, foreign V
 		next := cp
 		next.Phase, next.From, next.Revision = PhaseStream, cp.Revision+1, last
 		out = append(out, Txn{Changes: cur, Checkpoint: next, Revisions: revs})
-		cp, cur, index, revs = next, nil, map[string]bool{}, 0
+		cp, cur, index, revs, ops, bytes = next, nil, map[string]bool{}, 0, 0, 0
 	}
+	size := func(ev *mvccpb.Event) int { return ChangeBytes(ChangeOf(ev, m, foreign)) }
 	for len(events) > 0 {
 		rev := events[0].Kv.ModRevision
 		n := 1
@@ -77,17 +79,33 @@ func Plan(cp Checkpoint, events []*mvccpb.Event, limit int, m Mapping, foreign V
 		}
 		group := events[:n]
 		events = events[n:]
-		if len(cur)+len(group) > limit || touchesAny(group, index, m) {
+		groupBytes := 0
+		for _, ev := range group {
+			groupBytes += size(ev)
+		}
+		if !b.fits(ops+len(group), bytes+groupBytes) || touchesAny(group, index, m) {
 			flush()
 		}
-		for len(group) > limit {
-			out = append(out, Txn{Changes: changesOf(group[:limit], m, foreign), Checkpoint: cp})
-			group = group[limit:]
+		if !b.fits(len(group), groupBytes) {
+			// Too big for one transaction: every part but the last alone.
+			var parts [][]*mvccpb.Event
+			for part := range ChunksBy(group, b, size) {
+				parts = append(parts, part)
+			}
+			for _, part := range parts[:len(parts)-1] {
+				out = append(out, Txn{Changes: changesOf(part, m, foreign), Checkpoint: cp})
+			}
+			group = parts[len(parts)-1]
+			groupBytes = 0
+			for _, ev := range group {
+				groupBytes += size(ev)
+			}
 		}
 		for _, c := range changesOf(group, m, foreign) {
 			index[c.Key] = true
 			cur = append(cur, c)
 		}
+		ops, bytes = ops+len(group), bytes+groupBytes
 		last = rev
 		revs++
 	}
@@ -150,13 +168,13 @@ func PageChanges(kvs []*mvccpb.KeyValue, have map[string]Copy, foreign Versions,
 	return out, same
 }
 
-// PlanPage groups a full sync page's changes into transactions of at most
-// limit, each moving the checkpoint's SyncedThrough to its last source
-// key, and, if the page's last key (last) was unchanged or reserved, a
+// PlanPage groups a full sync page's changes into transactions that fit
+// b, each moving the checkpoint's SyncedThrough to its last source key,
+// and, if the page's last key (last) was unchanged or reserved, a
 // transaction of no change that moves SyncedThrough to it.
-func PlanPage(cp Checkpoint, changes []SyncChange, last string, limit int) []Txn {
+func PlanPage(cp Checkpoint, changes []SyncChange, last string, b Budget) []Txn {
 	var out []Txn
-	for chunk := range Chunks(changes, limit) {
+	for chunk := range ChunksBy(changes, b, func(c SyncChange) int { return ChangeBytes(c.Change) }) {
 		next := cp
 		next.SyncedThrough = chunk[len(chunk)-1].Src
 		cs := make([]Change, len(chunk))

@@ -78,7 +78,7 @@ func TestPlan(t *testing.T) {
 			"~/d/b @5-5 x1\n+/d/b @6-6 x1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := Plan(cp, c.events, c.limit, m, c.foreign)
+			got := Plan(cp, c.events, Budget{Ops: c.limit}, m, c.foreign)
 			if s := show(got); s != c.want {
 				t.Fatalf("plan:\n%s\nwant:\n%s", s, c.want)
 			}
@@ -94,10 +94,11 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-// TestPlanInvariants checks, over random backlogs and limits, what every
+// TestPlanInvariants checks, over random backlogs and budgets, what every
 // plan must keep: the changes in the source's order and none lost, at most
-// limit per transaction, no destination key twice in one, revisions whole
-// unless one alone exceeds the limit, and checkpoints that chain.
+// the budget's changes and bytes per transaction (but for a lone change
+// larger than it), no destination key twice in one, revisions whole
+// unless one alone exceeds the budget, and checkpoints that chain.
 func TestPlanInvariants(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 2000 {
@@ -115,27 +116,39 @@ func TestPlanInvariants(t *testing.T) {
 				if r.IntN(4) == 0 {
 					events = append(events, del(rev, k))
 				} else {
-					events = append(events, put(rev, k))
+					ev := put(rev, k)
+					ev.Kv.Value = make([]byte, r.IntN(3000))
+					events = append(events, ev)
 				}
 			}
 		}
-		limit := 1 + r.IntN(8)
-		checkPlan(t, i, events, limit, Plan(Checkpoint{Phase: PhaseStream, Revision: 10}, events, limit, m, nil))
+		b := Budget{Ops: 1 + r.IntN(8)}
+		if r.IntN(2) == 0 {
+			b.Bytes = 1000 + r.IntN(8000)
+		}
+		checkPlan(t, i, events, b, Plan(Checkpoint{Phase: PhaseStream, Revision: 10}, events, b, m, nil))
 	}
 }
 
-func checkPlan(t *testing.T, i int, events []*mvccpb.Event, limit int, txns []Txn) {
+func checkPlan(t *testing.T, i int, events []*mvccpb.Event, b Budget, txns []Txn) {
 	t.Helper()
 	fail := func(format string, a ...any) {
 		t.Helper()
-		t.Fatalf("case %d, limit %d: %s\nplan:\n%s", i, limit, fmt.Sprintf(format, a...), show(txns))
+		t.Fatalf("case %d, budget %+v: %s\nplan:\n%s", i, b, fmt.Sprintf(format, a...), show(txns))
 	}
 	var flat []Change
 	prev := int64(10)
 	revs := 0
 	for j, txn := range txns {
-		if len(txn.Changes) > limit {
+		if len(txn.Changes) > b.Ops {
 			fail("transaction %d holds %d changes", j, len(txn.Changes))
+		}
+		bytes := 0
+		for _, c := range txn.Changes {
+			bytes += ChangeBytes(c)
+		}
+		if b.Bytes > 0 && bytes > b.Bytes && len(txn.Changes) > 1 {
+			fail("transaction %d holds %d bytes in %d changes", j, bytes, len(txn.Changes))
 		}
 		seen := map[string]bool{}
 		for _, c := range txn.Changes {
@@ -241,7 +254,7 @@ func TestPlanPage(t *testing.T) {
 		{nil, "/s/z", "0>/s/z"},
 		{sc("a", "b"), "/s/b", "2>/s/b"},
 	} {
-		got := PlanPage(cp, c.changes, c.last, 2)
+		got := PlanPage(cp, c.changes, c.last, Budget{Ops: 2})
 		if s := through(got); s != c.want {
 			t.Errorf("page %v through %s: %s, want %s", c.changes, c.last, s, c.want)
 		}
@@ -279,5 +292,40 @@ func TestMapping(t *testing.T) {
 	}
 	if !Reserved([]byte(ReservedPrefix+"m/checkpoint")) || Reserved([]byte("/s/a")) {
 		t.Error("Reserved is wrong")
+	}
+}
+
+// Large values: transactions stay within the budget's bytes — etcd refuses
+// a request over its --max-request-bytes — a revision too large for one
+// goes in parts, and a change larger than the budget goes alone.
+func TestPlanBoundsBytes(t *testing.T) {
+	big := func(ev *mvccpb.Event, n int) *mvccpb.Event { ev.Kv.Value = make([]byte, n); return ev }
+	events := []*mvccpb.Event{
+		big(put(11, "/s/a"), 400), big(put(12, "/s/b"), 400), big(put(13, "/s/c"), 400),
+		big(put(14, "/s/d"), 400), big(put(14, "/s/e"), 400), big(put(14, "/s/f"), 400),
+		big(put(15, "/s/g"), 5000),
+	}
+	b := Budget{Ops: 100, Bytes: 2500}
+	got := Plan(Checkpoint{Phase: PhaseStream, Revision: 10}, events, b, m, nil)
+	want := "+/d/a +/d/b @11-12 x2 | +/d/c @13-13 x1 | +/d/d +/d/e @13-13 x0 | +/d/f @14-14 x1 | +/d/g @15-15 x1"
+	if s := strings.TrimSpace(strings.ReplaceAll(show(got), "\n", " | ")); s != want {
+		t.Fatalf("plan:\n%s\nwant %s", s, want)
+	}
+	checkPlan(t, 0, events, b, got)
+	var sizes [][]int
+	for c := range ChunksBy([]int{3, 3, 3, 9, 1, 1}, Budget{Ops: 3, Bytes: 6}, func(n int) int { return n }) {
+		sizes = append(sizes, c)
+	}
+	if fmt.Sprint(sizes) != "[[3 3] [3] [9] [1 1]]" {
+		t.Fatalf("ChunksBy: %v", sizes)
+	}
+	for c := range ChunksBy([]int{1, 1}, Budget{Ops: 1}, func(n int) int { return n }) {
+		if len(c) != 1 {
+			t.Fatalf("ChunksBy with one op a chunk: %v", c)
+		}
+		break // a caller that stops early
+	}
+	if n := KVBytes(&mvccpb.KeyValue{Key: []byte("k"), Value: make([]byte, 10)}); n != changeOverhead+8+20 {
+		t.Fatalf("KVBytes = %d", n)
 	}
 }
