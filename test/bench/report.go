@@ -222,6 +222,7 @@ func (rep report) markdown() string {
 		{"mirror-source", "Mirror source cost (the source leader's CPU under the same fixed put rate with no mirror and with a mirror watching the leader, a follower or a replica; ops = puts, errors = puts whose event the destination's watch did not deliver, p50 and p99 = mirror lag from the put to the destination's watch event)"}, {"idle", "Idle replicas (leader CPU-s over a quiet window; nothing is served)"},
 		{"compare", "Consistency per read path (`replica compare`: ops = successful reads, errors = failed reads, p50 and p99 = staleness at read time, not latency; details in CONSISTENCY.md)"},
 		{regionsID, "Two regions (`--only regions`: voters in region A; a replica, a stock etcd learner and the clients in region B; p50 and p99 = latency seen in region B; in the WAN-bytes rows, ops = watch events delivered and p50/p99 = put to event; details in docs/multi-region.md)"},
+		{regionsSoakID, "Two regions held (`--only regions-ready`: the replica in region B a standby, ten minutes at each RTT under a light load; ops = /readyz answers ready or ops done, errors = not ready or failed)"},
 	} {
 		var rows []Row
 		for _, r := range rep.Rows {
