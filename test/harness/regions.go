@@ -18,6 +18,9 @@ type RegionsConfig struct {
 	Voters int
 	// ReplicaName names the replica in region B; "" means "replica-b".
 	ReplicaName string
+	// Others names more replicas in region B, started like it, with
+	// ReplicaArgs (Regions.Others).
+	Others []string
 	// ReplicaArgs are extra flags for the replica in region B.
 	ReplicaArgs []string
 	// ClientProxies has the voters advertise a Proxy in front of their
@@ -62,6 +65,8 @@ type Regions struct {
 	// Hub is the replica in region A and ViaReplica the one in region B
 	// that asks it for read indexes (RegionsConfig.Hub), or nil.
 	Hub, ViaReplica *Replica
+	// Others are RegionsConfig.Others' replicas, in order.
+	Others []*Replica
 	// remoteClient[i] is the proxy region B's clients dial to reach
 	// voter i's client URL.
 	remoteClient []*Proxy
@@ -93,6 +98,9 @@ func StartRegions(t TB, cfg RegionsConfig) *Regions {
 	g.Replica = StartReplica(t, g.Cluster, ReplicaConfig{Name: name, PeerProxy: true, Extra: args})
 	if !cfg.NoLearner {
 		g.LearnerURL, g.Learner, g.LearnerPeerProxy = StartStockLearner(t, g.Cluster, "learner-b", true)
+	}
+	for _, other := range cfg.Others {
+		g.Others = append(g.Others, StartReplica(t, g.Cluster, ReplicaConfig{Name: other, PeerProxy: true, Extra: args}))
 	}
 	if cfg.Hub {
 		g.Hub = StartReplica(t, g.Cluster, ReplicaConfig{Name: "hub-a", ClientProxy: true, Extra: cfg.ReplicaArgs})
@@ -139,6 +147,9 @@ func (g *Regions) bMembers() (pids []int, proxies []*Proxy) {
 	pids, proxies = []int{g.Replica.PID()}, []*Proxy{g.Replica.PeerProxy}
 	if g.Learner != nil {
 		pids, proxies = append(pids, g.Learner.PID()), append(proxies, g.LearnerPeerProxy)
+	}
+	for _, r := range g.Others {
+		pids, proxies = append(pids, r.PID()), append(proxies, r.PeerProxy)
 	}
 	if g.ViaReplica != nil {
 		pids, proxies = append(pids, g.ViaReplica.PID()), append(proxies, g.ViaReplica.PeerProxy)
