@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/understudy-kv/understudy/test/harness"
@@ -46,13 +49,23 @@ func regionLargeRows(r *runner, g *harness.Regions, tp *topology, p params, ep r
 			r.Fatalf("large reads: put: %v", err)
 		}
 	}
+	var firstErr atomic.Pointer[string] // of the row being measured
 	rangeOp := func(cs []*clientv3.Client, serializable bool, bound string) func(context.Context, int) error {
-		return func(ctx context.Context, w int) error {
+		return func(ctx context.Context, w int) (err error) {
+			defer func() {
+				if err != nil {
+					msg := err.Error()
+					firstErr.CompareAndSwap(nil, &msg)
+				}
+			}()
 			if bound != "" {
 				ctx = metadata.AppendToOutgoingContext(ctx, wire.MaxStalenessKey, bound)
 			}
+			// The raw KV client does not get clientv3's call options: grpc's
+			// own 4 MiB receive limit would refuse the 10 MiB answer.
 			resp, err := pb.NewKVClient(cs[w%len(cs)].ActiveConnection()).Range(ctx, &pb.RangeRequest{
-				Key: []byte(regionLargePrefix), RangeEnd: []byte(clientv3.GetPrefixRangeEnd(regionLargePrefix)), Serializable: serializable})
+				Key: []byte(regionLargePrefix), RangeEnd: []byte(clientv3.GetPrefixRangeEnd(regionLargePrefix)), Serializable: serializable},
+				grpc.MaxCallRecvMsgSize(math.MaxInt32))
 			if err == nil && len(resp.Kvs) != regionLargeKeys {
 				return fmt.Errorf("read %d keys of %d", len(resp.Kvs), regionLargeKeys)
 			}
@@ -73,6 +86,7 @@ func regionLargeRows(r *runner, g *harness.Regions, tp *topology, p params, ep r
 	var idle float64
 	for _, path := range paths {
 		name := regionLargeName(path.how, rtt)
+		firstErr.Store(nil)
 		rounds0, err := leaderRounds(tp.replicaURLs)
 		if err != nil {
 			r.Fatalf("%s: rounds: %v", name, err)
@@ -99,6 +113,9 @@ func regionLargeRows(r *runner, g *harness.Regions, tp *topology, p params, ep r
 			added := (perS - idle) * elapsed.Seconds() / float64(res.Ops)
 			note += fmt.Sprintf("; over no reads: %s per read of %d MiB (%.4f %% of it), the replicas' rounds %.1f/s",
 				byteRate(added), regionLargeKeys*regionLargeValue>>20, 100*added/float64(regionLargeKeys*regionLargeValue), (rounds1-rounds0)/elapsed.Seconds())
+		}
+		if e := firstErr.Load(); e != nil {
+			note += fmt.Sprintf("; %d reads failed, the first: %s", res.Errors, *e)
 		}
 		r.Logf("%-62s %d reads  p50 %v  p99 %v  %s", name, res.Ops, res.P50, res.P99, note)
 		rows = append(rows, Row{Scenario: regionsID, Name: name, Note: note, Result: res})
