@@ -18,9 +18,11 @@ import (
 )
 
 const (
-	// leaderViewTimeout bounds one read of the leader's raft status,
-	// peerProbeTimeout one probe of a voter's peer URL and roundTimeout
-	// one ReadIndex round, near the voters (see evidenceTimeout).
+	// leaderViewTimeout bounds one read of the leader's raft status and
+	// roundTimeout one ReadIndex round: fixed, since a read or round that
+	// times out proves nothing and only slows the loop (a round at 600 ms
+	// RTT still fits). peerProbeTimeout bounds one probe of a voter's peer
+	// URL near the voters; far away it grows (evidenceTimeout).
 	leaderViewTimeout = 500 * time.Millisecond
 	peerProbeTimeout  = 500 * time.Millisecond
 	roundTimeout      = time.Second
@@ -38,9 +40,9 @@ func (r *roles) roundTrip() time.Duration {
 	return d
 }
 
-// evidenceTimeout is how long the role loop waits for one piece of evidence
-// that a voter lives — a probe, a read of the leader's view, a round —
-// whose timeout near the voters is base, when its round trips to them take
+// evidenceTimeout is how long the role loop waits for a probe of a voter's
+// peer URL — the evidence that it lives when the leader's view is not to
+// be had — whose timeout near the voters is base, when its round trips to them take
 // rtt: base plus 4 round trips (a new connection's handshakes, TLS's, the
 // request), at most maxEvidenceTimeout. A fixed timeout shorter than a far
 // region's round trips would take every live voter for silent.
@@ -88,7 +90,7 @@ func (r *roles) observeSelf(ctx context.Context) (promotion.Observation, error) 
 	o := promotion.Observation{SelfID: uint64(r.srv.MemberID()), IsLearner: r.srv.IsLearner(), HoldsFailoverLock: r.lock.held()}
 	switch {
 	case o.HoldsFailoverLock && !o.IsLearner:
-		rctx, cancel := context.WithTimeout(ctx, evidenceTimeout(roundTimeout, r.roundTrip()))
+		rctx, cancel := context.WithTimeout(ctx, roundTimeout)
 		err := r.srv.LinearizableReadNotify(rctx)
 		cancel()
 		if err != nil {
@@ -212,7 +214,7 @@ func leaderViewOf(view membership.RaftStatus, id uint64) promotion.LeaderView {
 // leaderCommit−applied is therefore never less than the real one.
 func (r *roles) roundCommit(ctx context.Context) (applied, leaderCommit uint64, err error) {
 	applied = r.srv.AppliedIndex()
-	rctx, cancel := context.WithTimeout(ctx, evidenceTimeout(roundTimeout, r.roundTrip()))
+	rctx, cancel := context.WithTimeout(ctx, roundTimeout)
 	defer cancel()
 	start := r.clock.Now()
 	if err := r.srv.LinearizableReadNotify(rctx); err != nil {
@@ -271,7 +273,7 @@ func (r *roles) leaderView(ctx context.Context, leader uint64) (membership.RaftS
 	}
 	var last error = fmt.Errorf("leader %s has no client URL", m.Name)
 	for _, u := range m.ClientURLs {
-		lctx, cancel := context.WithTimeout(ctx, evidenceTimeout(leaderViewTimeout, r.roundTrip()))
+		lctx, cancel := context.WithTimeout(ctx, leaderViewTimeout)
 		start := r.clock.Now()
 		st, err := membership.LeaderRaftStatus(lctx, r.leaderHTTP, u)
 		cancel()

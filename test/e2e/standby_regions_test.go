@@ -291,31 +291,14 @@ func longestSilence(t *testing.T, r *harness.Replica, since time.Time) time.Dura
 }
 
 // TestStandbyFarAwayKeepsVotersWhoseClientURLsAreCut: at 600 ms RTT —
-// longer than the role loop's timeouts near the voters (500 ms for a probe
-// of a peer URL) — with the leader's client URLs cut, so that the peer
-// URLs, across the WAN, are the only evidence: the standby still sees every
-// voter live (its timeouts follow the round trip it measures) and removes
-// none; a follower really killed is then replaced, later than near the
-// voters (every failover step crosses the WAN), within --failover-after
-// plus 60 s.
+// longer than the role loop's 500 ms probe of a peer URL near the voters —
+// with the leader's client URLs cut, so that the peer URLs, across the WAN,
+// are the only evidence: the standby still sees every voter live (its probe
+// timeout follows the round trip it measures) and removes none. With the
+// fixed timeout it took every live voter for silent 8 s into the window.
 func TestStandbyFarAwayKeepsVotersWhoseClientURLsAreCut(t *testing.T) {
 	g := startStandbyAt(t, 600*time.Millisecond)
 	leader := g.Cluster.Leader(t)
-	follower := following(g.Cluster, leader)[0]
 	g.CutClientURL(leader)
 	keepsEveryVoterFor(t, g, leader, 4)
-	var live []string
-	for _, m := range g.Cluster.Members {
-		if m != follower {
-			live = append(live, m.ClientURL)
-		}
-	}
-	cli := client(t, live...)
-	follower.Proc.Kill()
-	killed := time.Now()
-	harness.WaitFor(t, standbyFailoverAfter+60*time.Second, "the standby a voter, the dead voter "+follower.Name+" removed", func() (bool, error) {
-		vs, ls := voters(t, cli)
-		return len(vs) == 3 && len(ls) == 0 && !contains(vs, follower.Name) && contains(vs, "standby"), fmt.Errorf("voters %v, learners %v", vs, ls)
-	})
-	t.Logf("failover done %v after the kill at 600 ms RTT", time.Since(killed).Round(time.Millisecond))
 }
