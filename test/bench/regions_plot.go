@@ -56,17 +56,24 @@ func regionPlots(dir string, samples []regionSamples) error {
 		if err != nil {
 			return fmt.Errorf("regions plot of %s: %w", path, err)
 		}
-		const w, h = 20 * vg.Centimeter, 11 * vg.Centimeter
-		png := vgimg.PngCanvas{Canvas: vgimg.New(w, h)}
-		svg := vgsvg.New(w, h)
-		for ext, c := range map[string]interface {
-			vg.CanvasSizer
-			io.WriterTo
-		}{".png": png, ".svg": svg} {
-			p.Draw(draw.New(c))
-			if err := writeTo(filepath.Join(dir, regionPlotFile(path)+ext), c); err != nil {
-				return err
-			}
+		if err := savePlot(p, 20*vg.Centimeter, 11*vg.Centimeter, filepath.Join(dir, regionPlotFile(path))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// savePlot draws p, w by h, to base.png and base.svg.
+func savePlot(p *plot.Plot, w, h vg.Length, base string) error {
+	png := vgimg.PngCanvas{Canvas: vgimg.New(w, h)}
+	svg := vgsvg.New(w, h)
+	for ext, c := range map[string]interface {
+		vg.CanvasSizer
+		io.WriterTo
+	}{".png": png, ".svg": svg} {
+		p.Draw(draw.New(c))
+		if err := writeTo(base+ext, c); err != nil {
+			return err
 		}
 	}
 	return nil

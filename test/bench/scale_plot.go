@@ -2,16 +2,12 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // scalePlotDir is where the scale scenario's plot goes.
@@ -38,19 +34,7 @@ func scalePlot(dir string, rows []Row) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("scale plot: %w", err)
 	}
-	const w, h = 20 * vg.Centimeter, 12 * vg.Centimeter
-	png := vgimg.PngCanvas{Canvas: vgimg.New(w, h)}
-	svg := vgsvg.New(w, h)
-	for ext, c := range map[string]interface {
-		vg.CanvasSizer
-		io.WriterTo
-	}{".png": png, ".svg": svg} {
-		p.Draw(draw.New(c))
-		if err := writeTo(filepath.Join(dir, scalePlotFile+ext), c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return savePlot(p, 20*vg.Centimeter, 12*vg.Centimeter, filepath.Join(dir, scalePlotFile))
 }
 
 // scaleSeries is one quantity of the plot: its measured leader CPU (% of
