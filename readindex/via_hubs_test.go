@@ -74,17 +74,24 @@ func TestViaRoundFallsBackWhenTheHubsIndexIsNotReached(t *testing.T) {
 	}
 }
 
-// A hub whose answers take more than half the timeout is used, but after
-// slowStrikes of them in a row it is dropped.
-func TestViaDropsAConsistentlySlowHub(t *testing.T) {
+// slowHubFixture is a replica with a 20s --read-index-via-timeout and one
+// hub whose answers take *delay of the fixture's clock, index applied.
+func slowHubFixture(t *testing.T) (*viaFixture, *atomic.Int64) {
 	var fx *viaFixture
-	var delay atomic.Int64
+	delay := new(atomic.Int64)
 	h := newHub(t, func(w http.ResponseWriter, r *http.Request) {
 		fx.clock.Advance(time.Duration(delay.Load()))
 		answerAs(hubID, 42)(w, r)
 	})
 	fx = newViaFixture(t, ViaConfig{Timeout: 20 * time.Second}, h)
 	close(fx.applied)
+	return fx, delay
+}
+
+// A hub whose answers take more than half the timeout is used, but after
+// slowStrikes of them in a row it is dropped.
+func TestViaDropsAConsistentlySlowHub(t *testing.T) {
+	fx, delay := slowHubFixture(t)
 	delay.Store(int64(15 * time.Second))
 	for i := range slowStrikes - 1 {
 		if fx.round(t) {
@@ -113,14 +120,7 @@ func TestViaDropsAConsistentlySlowHub(t *testing.T) {
 // than --read-index-via-timeout, so answers that take less than half of
 // that are not slow, and the timeout bounds the wait for the hub's index.
 func TestViaTimeoutFollowsTheReplicasOwnRoundTime(t *testing.T) {
-	var fx *viaFixture
-	var delay atomic.Int64
-	h := newHub(t, func(w http.ResponseWriter, r *http.Request) {
-		fx.clock.Advance(time.Duration(delay.Load()))
-		answerAs(hubID, 42)(w, r)
-	})
-	fx = newViaFixture(t, ViaConfig{Timeout: 20 * time.Second}, h)
-	close(fx.applied)
+	fx, delay := slowHubFixture(t)
 	fx.roundTook.Store(int64(10 * time.Second)) // a 40s timeout
 	if got := fx.v.timeout(); got != 40*time.Second {
 		t.Fatalf("timeout %v with own rounds of 10s and --read-index-via-timeout 20s, want 40s", got)
