@@ -180,107 +180,38 @@ func TestStandbyLockHolderPausedPastItsSession(t *testing.T) {
 	}
 }
 
-// TestStandbyRemovalRetriedAfterTheLeaderDies: the leader killed right
-// after the promotion leaves no quorum (2 live of 4 voters), so the
-// removal fails; once the leader is back, the standby removes the dead
-// voter without an operator, and only it.
+// TestStandbyRemovalRetriedAfterTheLeaderDies: removalRetriedAfterTheLeaderDies
+// at loopback.
 func TestStandbyRemovalRetriedAfterTheLeaderDies(t *testing.T) {
-	bins := harness.Binaries(t)
-	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
-	s := startReplica(t, bins, c, "standby", replicaOpts{Extra: standbyArgs})
-	leader := c.Leader(t)
-	fs := following(c, leader)
-	dead, live := fs[0], fs[1]
-	dead.Proc.Kill()
-	firstLogged(t, time.Minute, "promoted to voter", s)
-	leader.Proc.Kill()
-	killed := time.Now()
-	// The standby tries and fails while there is no quorum.
-	failures := []string{"role: cannot observe the cluster; every hold starts over", "removing the dead voter failed; will retry",
-		"failover record not written", "removal not attempted: the failover lock or record changed", "failover lock"}
-	harness.WaitFor(t, time.Minute, "the standby fails a failover step", func() (bool, error) {
-		return countLogged(t, failures[0], s)+countLogged(t, failures[1], s)+countLogged(t, failures[2], s)+countLogged(t, failures[3], s)+countLogged(t, failures[4], s) > 0, nil
-	})
-	if n := countLogged(t, "removed the dead voter it replaced", s); n != 0 {
-		t.Fatalf("removed the dead voter without a quorum?")
-	}
-	leader.Proc.Restart(t)
-	t.Logf("leader %s down %v", leader.Name, time.Since(killed).Round(time.Millisecond))
-	cli := client(t, leader.ClientURL, live.ClientURL)
-	harness.WaitFor(t, 2*time.Minute, "the dead voter removed", func() (bool, error) {
-		vs, ls := voters(t, cli)
-		return len(vs) == 3 && len(ls) == 0 && !contains(vs, dead.Name), fmt.Errorf("voters %v, learners %v", vs, ls)
-	})
-	vs, _ := voters(t, cli)
-	if !contains(vs, leader.Name) || !contains(vs, live.Name) || !contains(vs, "standby") {
-		t.Fatalf("voters %v: want the restarted leader, %s and the standby", vs, live.Name)
-	}
-	if n := countLogged(t, "removed the dead voter it replaced", s); n != 1 {
-		t.Fatalf("%d removals logged, want 1", n)
-	}
-	harness.WaitFor(t, time.Minute, "the failover record cleared", func() (bool, error) {
-		return countLogged(t, "failover record cleared", s) > 0, nil
-	})
-	noFailoverRecord(t, cli)
-	for _, f := range failures {
-		if n := countLogged(t, f, s); n > 0 {
-			t.Logf("%q: %d", f, n)
-		}
-	}
+	removalRetriedAfterTheLeaderDies(t, standbyAtLoopback(t, harness.ClusterConfig{N: 3}))
 }
 
-// TestStandbyKilledBetweenPromotionAndRemoval: kill -9 right after the
-// promotion, restart: the standby, now a voter, resumes from the record
-// and removes the dead voter.
+// TestStandbyKilledBetweenPromotionAndRemoval: killedBetweenPromotionAndRemoval
+// at loopback.
 func TestStandbyKilledBetweenPromotionAndRemoval(t *testing.T) {
-	bins := harness.Binaries(t)
-	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
-	s := startReplica(t, bins, c, "standby", replicaOpts{Extra: standbyArgs})
-	leader := c.Leader(t)
-	dead := following(c, leader)[0]
-	cli := client(t, leader.ClientURL)
-	dead.Proc.Kill()
-	firstLogged(t, time.Minute, "promoted to voter", s)
-	s.Proc.Kill()
-	if n := countLogged(t, "removed the dead voter it replaced", s); n != 0 {
-		t.Fatalf("the standby removed the dead voter before it was killed: the kill missed the window")
-	}
-	// 4 voters now, 2 of them down: no quorum until the standby is back.
-	s.Proc.Restart(t)
-	s.WaitServing(t, 2*time.Minute)
-	harness.WaitFor(t, 2*time.Minute, "the restarted standby removes the dead voter", func() (bool, error) {
-		vs, ls := voters(t, cli)
-		return len(vs) == 3 && len(ls) == 0 && !contains(vs, dead.Name) && contains(vs, "standby"), fmt.Errorf("voters %v, learners %v", vs, ls)
-	})
-	if n := countLogged(t, "promoted to voter", s); n != 1 {
-		t.Fatalf("%d promotions logged, want 1", n)
-	}
-	if n := countLogged(t, "removed the dead voter it replaced", s); n != 1 {
-		t.Fatalf("%d removals logged, want 1", n)
-	}
-	harness.WaitFor(t, time.Minute, "the failover record cleared", func() (bool, error) {
-		return countLogged(t, "failover record cleared", s) > 0, nil
-	})
-	noFailoverRecord(t, cli)
+	killedBetweenPromotionAndRemoval(t, standbyAtLoopback(t, harness.ClusterConfig{N: 3}))
 }
 
-// TestStandbyWhoseOnlyJoinEndpointDies: the standby was given one voter to
-// join through, and that voter dies. Membership calls follow the member
-// list, not --join, so the failover still completes.
+// TestStandbyWhoseOnlyJoinEndpointDies: onlyJoinEndpointDies at loopback,
+// the standby joined through a follower.
 func TestStandbyWhoseOnlyJoinEndpointDies(t *testing.T) {
-	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
-	leader := c.Leader(t)
-	dead := following(c, leader)[0]
-	s := startReplica(t, bins, c, "standby", replicaOpts{Extra: append([]string{"--join", dead.ClientURL}, standbyArgs...)})
-	cli := client(t, leader.ClientURL)
-	dead.Proc.Kill()
-	harness.WaitFor(t, time.Minute, "the standby a voter, its only --join endpoint removed", func() (bool, error) {
-		vs, ls := voters(t, cli)
-		return len(vs) == 3 && len(ls) == 0 && !contains(vs, dead.Name) && contains(vs, "standby"), fmt.Errorf("voters %v, learners %v", vs, ls)
-	})
-	harness.WaitFor(t, time.Minute, "the failover record cleared", func() (bool, error) {
-		return countLogged(t, "failover record cleared", s) > 0, nil
-	})
-	noFailoverRecord(t, cli)
+	join := following(c, c.Leader(t))[0]
+	onlyJoinEndpointDies(t, standbyBeside(t, c, "--join", join.ClientURL), join)
+}
+
+// standbyAtLoopback starts a cluster of cfg and a standby beside it, at
+// loopback.
+func standbyAtLoopback(t *testing.T, cfg harness.ClusterConfig) standbyScene {
+	t.Helper()
+	return standbyBeside(t, harness.StartCluster(t, cfg))
+}
+
+// standbyBeside starts a standby beside c at loopback, with extra flags
+// before standbyArgs.
+func standbyBeside(t *testing.T, c *harness.Cluster, extra ...string) standbyScene {
+	t.Helper()
+	s := startReplica(t, harness.Binaries(t), c, "standby", replicaOpts{Extra: append(extra, standbyArgs...)})
+	return standbyScene{c: c, s: s, restarted: func() {},
+		cut: func(m *harness.Member) { cutClientURL(t, client(t, c.Leader(t).ClientURL), m) }}
 }

@@ -89,19 +89,13 @@ func TestStandbyReplacesADeadLeaderWhileAFollowersClientURLIsCut(t *testing.T) {
 	waitReplaced(t, cli, leader, time.Now())
 }
 
-// TestStandbyWhoseOnlyJoinEndpointLosesItsClientURL: --join names only the
-// leader, whose client URL is then cut; a follower dies. The standby's
-// calls go through the voters its own member list names.
+// TestStandbyWhoseOnlyJoinEndpointLosesItsClientURL:
+// onlyJoinEndpointLosesItsClientURL at loopback, --join naming only the
+// leader's advertised client URL.
 func TestStandbyWhoseOnlyJoinEndpointLosesItsClientURL(t *testing.T) {
-	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, ClientProxies: true})
 	leader := c.Leader(t)
-	followers := following(c, leader)
-	startReplica(t, bins, c, "standby", replicaOpts{Extra: append([]string{"--join", advertisedClientURLs(leader)}, standbyArgs...)})
-	cli := client(t, leader.ClientURL, followers[1].ClientURL)
-	cutClientURL(t, cli, leader)
-	followers[0].Proc.Kill()
-	waitReplaced(t, cli, followers[0], time.Now())
+	onlyJoinEndpointLosesItsClientURL(t, standbyBeside(t, c, "--join", advertisedClientURLs(leader)), leader)
 }
 
 // enableAuth gives the TLS cluster c a root user, a user "standby" with no

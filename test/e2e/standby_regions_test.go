@@ -31,14 +31,16 @@ const (
 // ReadIndex round through the leader) takes at least standbyRTT.
 func startStandbyInRegionB(t *testing.T) *harness.Regions {
 	t.Helper()
-	return startStandbyAt(t, standbyRTT)
+	return startStandbyAt(t, standbyRTT, "")
 }
 
-// startStandbyAt is startStandbyInRegionB at rtt.
-func startStandbyAt(t *testing.T, rtt time.Duration) *harness.Regions {
+// startStandbyAt is startStandbyInRegionB at rtt, the standby joined
+// through every voter or only through the one named joinOnly
+// (RegionsConfig.JoinOnly).
+func startStandbyAt(t *testing.T, rtt time.Duration, joinOnly string) *harness.Regions {
 	t.Helper()
 	harness.Binaries(t).RequireReplica(t)
-	g := harness.StartRegions(t, harness.RegionsConfig{ReplicaName: "standby", NoLearner: true, ClientProxies: true,
+	g := harness.StartRegions(t, harness.RegionsConfig{ReplicaName: "standby", NoLearner: true, ClientProxies: true, JoinOnly: joinOnly,
 		ReplicaArgs: append([]string{"--join-timeout", "60s"}, standbyArgs...)})
 	waitRoleState(t, g.Replica, "idle", "live")
 	g.SetRTT(rtt, standbyJitter)
@@ -297,7 +299,7 @@ func longestSilence(t *testing.T, r *harness.Replica, since time.Time) time.Dura
 // timeout follows the round trip it measures) and removes none. With the
 // fixed timeout it took every live voter for silent 8 s into the window.
 func TestStandbyFarAwayKeepsVotersWhoseClientURLsAreCut(t *testing.T) {
-	g := startStandbyAt(t, 600*time.Millisecond)
+	g := startStandbyAt(t, 600*time.Millisecond, "")
 	leader := g.Cluster.Leader(t)
 	g.CutClientURL(leader)
 	keepsEveryVoterFor(t, g, leader, 4)

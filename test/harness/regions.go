@@ -37,6 +37,9 @@ type RegionsConfig struct {
 	// reads' read indexes from it (--read-index-via), with ViaArgs.
 	Hub     bool
 	ViaArgs []string
+	// JoinOnly, a voter's name, has region B's replicas --join through
+	// that voter's RemoteClientURL alone; "" means every voter's.
+	JoinOnly string
 }
 
 // Regions is a cluster spread over two regions: its voters in region A;
@@ -90,7 +93,12 @@ func StartRegions(t TB, cfg RegionsConfig) *Regions {
 	for _, m := range g.Cluster.Members {
 		p := NewProxy(t, strings.TrimPrefix(m.ClientURL, "http://"))
 		g.remoteClient = append(g.remoteClient, p)
-		join = append(join, p.URL())
+		if cfg.JoinOnly == "" || cfg.JoinOnly == m.Name {
+			join = append(join, p.URL())
+		}
+	}
+	if len(join) == 0 {
+		t.Fatalf("harness: RegionsConfig.JoinOnly %q names no voter of %d (m1 to m%d)", cfg.JoinOnly, n, n)
 	}
 	// A later --join overrides the harness's own (the voters' direct
 	// client URLs): the replica reaches A's client URLs across the WAN.
@@ -228,6 +236,15 @@ func (g *Regions) WANTraffic() (raft, client Traffic) {
 // returns the learner's client URL and process.
 func StartStockLearner(t TB, c *Cluster, name string, peerProxy bool) (string, *Proc, *Proxy) {
 	t.Helper()
+	client, p, proxy := JoinStockLearner(t, c, name, peerProxy)
+	WaitCaughtUp(t, c, client)
+	return client, p, proxy
+}
+
+// JoinStockLearner is StartStockLearner without the wait: the learner has
+// started and catches up (WaitCaughtUp).
+func JoinStockLearner(t TB, c *Cluster, name string, peerProxy bool) (string, *Proc, *Proxy) {
+	t.Helper()
 	peer, client := URL(FreePort(t)), URL(FreePort(t))
 	adv := peer
 	var proxy *Proxy
@@ -253,7 +270,6 @@ func StartStockLearner(t TB, c *Cluster, name string, peerProxy bool) (string, *
 		"--initial-cluster", strings.Join(ic, ","), "--initial-cluster-state", "existing",
 		"--max-learners", fmt.Sprint(testMaxLearners), "--log-level", "warn",
 	}})
-	waitCaughtUp(t, c, client)
 	return client, p, proxy
 }
 
@@ -272,9 +288,9 @@ func addLearner(t TB, c *Cluster, peer string) *clientv3.MemberAddResponse {
 	return resp
 }
 
-// waitCaughtUp waits until the member serving client has applied what
+// WaitCaughtUp waits until the member serving client has applied what
 // the first voter had committed and knows a leader.
-func waitCaughtUp(t TB, c *Cluster, client string) {
+func WaitCaughtUp(t TB, c *Cluster, client string) {
 	t.Helper()
 	lc, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
