@@ -25,6 +25,9 @@ type mirrorPair struct {
 	// destURL, if set, is where the mirror reaches the destination (a
 	// proxy); the test itself always talks to it directly.
 	destURL string
+	// sourceURL, if set, is where the mirror reaches the source (a
+	// replica of it); verify and the test read the source's voters.
+	sourceURL string
 }
 
 func startMirrorPair(t *testing.T) *mirrorPair {
@@ -43,7 +46,11 @@ func (p *mirrorPair) args(extra ...string) []string {
 	if p.destURL != "" {
 		dest = p.destURL
 	}
-	return append([]string{"mirror", "--source-endpoints", p.src.Endpoints()[0], "--dest-endpoints", dest, "--progress-interval", "200ms"}, extra...)
+	src := p.src.Endpoints()[0]
+	if p.sourceURL != "" {
+		src = p.sourceURL
+	}
+	return append([]string{"mirror", "--source-endpoints", src, "--dest-endpoints", dest, "--progress-interval", "200ms"}, extra...)
 }
 
 // proxyDest puts a proxy between the mirror and the destination.
