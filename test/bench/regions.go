@@ -200,6 +200,7 @@ func regionsScenario(p params, quick bool, plotDir string) ([]Row, error) {
 		last := regionRTTs[len(regionRTTs)-1]
 		rows = append(rows, regionKnee(r, g, tp, p, ep, last, regionClients[len(regionClients)-1])...)
 		rows = append(rows, regionLargeRows(r, g, tp, p, ep, last)...)
+		rows = append(rows, regionMirrorRows(r, g, p, last)...)
 		watchers := 1000
 		if quick {
 			watchers = 200

@@ -162,11 +162,11 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func writeTo(path string, c io.WriterTo) error {
 	f, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("regions plots: %w", err)
+		return fmt.Errorf("plot: %w", err)
 	}
 	if _, err := c.WriteTo(f); err != nil {
 		f.Close()
-		return fmt.Errorf("regions plots: write %s: %w", path, err)
+		return fmt.Errorf("plot: write %s: %w", path, err)
 	}
 	return f.Close()
 }
