@@ -112,6 +112,7 @@ func mirrorSourceScenario(p params) ([]Row, error) {
 			rows = append(rows, a.result(p, order))
 		}
 		rows = append(rows, mirrorSyncRows(r, tp, p, dc, dst.Endpoints()[0], p.mirrorSyncKeys, p.mirrorSourceWindows)...)
+		rows = append(rows, mirrorCatchUpRows(r, tp, p, dc, dst.Endpoints()[0], p.mirrorSyncKeys, p.mirrorSourceWindows)...)
 	})
 	return rows, err
 }

@@ -68,9 +68,7 @@ func mirrorSyncRows(r *runner, tp *topology, p params, dc *clientv3.Client, dstE
 // adds what it cost the leader.
 func (a *mirrorSyncArm) sync(r *runner, tp *topology, dc *clientv3.Client, dstEndpoint string, keys, round int) {
 	pid := tp.leader.Proc.PID()
-	idle0, idleStart := cpuOf(r, pid), time.Now()
-	time.Sleep(2 * time.Second) // the measurement window of idle CPU, not a synchronisation
-	idleRate := (cpuOf(r, pid) - idle0) / time.Since(idleStart).Seconds()
+	idle := idleRate(r, pid)
 
 	name := fmt.Sprintf("sync-%s-%d", a.name, round)
 	dstPrefix := name + "/"
@@ -83,15 +81,15 @@ func (a *mirrorSyncArm) sync(r *runner, tp *topology, dc *clientv3.Client, dstEn
 		return err == nil && resp.Count >= int64(keys), err
 	})
 	took := time.Since(start).Seconds()
-	cpu := cpuOf(r, pid) - cpu0 - idleRate*took
+	cpu := cpuOf(r, pid) - cpu0 - idle*took
 	proc.Stop()
 	a.perSync = append(a.perSync, cpu*10000/float64(keys))
 	a.cpu += cpu
 	a.seconds += took
 	a.keys += keys
 	a.syncs++
-	a.idleRate = (a.idleRate*float64(a.syncs-1) + idleRate) / float64(a.syncs)
-	r.Logf("%-60s %d keys in %.1f s, leader %.3f CPU-s above idle (%.3f CPU-s/10k keys; idle %.2f %% of a core)", a.row, keys, took, cpu, cpu*10000/float64(keys), 100*idleRate)
+	a.idleRate = (a.idleRate*float64(a.syncs-1) + idle) / float64(a.syncs)
+	r.Logf("%-60s %d keys in %.1f s, leader %.3f CPU-s above idle (%.3f CPU-s/10k keys; idle %.2f %% of a core)", a.row, keys, took, cpu, cpu*10000/float64(keys), 100*idle)
 }
 
 func cpuOf(r *runner, pid int) float64 {

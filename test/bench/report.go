@@ -82,13 +82,15 @@ func comparisons(rows []Row) []comparison {
 		{"bounded (100 ms) vs weak reads through a replica", "replica bounded 100ms", "replica weak", "throughput", "", ""},
 		{"writes through a replica (forwarded) vs writes at the leader", "put via replica (forwarded)", "put @ leader", "throughput", "", ""},
 		{"write latency through a replica vs at the leader", "put via replica (forwarded)", "put @ leader", "p99", "", ""},
-		{"leader write throughput while a replica catches up vs with none joining", "leader puts while a replica catches up", "leader puts, no learner joining", "throughput", "", ""},
+		{"leader write throughput while a replica catches up vs with none joining", catchUpReplica, catchUpNone, "throughput", "≥ 0.9", ""},
+		{"leader write throughput while a stock etcd learner catches up vs with none joining (its own cluster, the same data)", catchUpStock, catchUpNoneStock, "throughput", "", ""},
 		{"weak reads through a replica with its answer headers vs without (--freshness-headers=false)", headersOn, headersOff, "throughput", "≥ 0.98", ""},
 		{"the replica's CPU per weak read with its answer headers vs without (--freshness-headers=false)", headersOn, headersOff, "replica CPU/10k", "", ""},
 		{"source leader CPU per put added by a mirror watching a replica vs by the same mirror watching the leader (each less the leader's with no mirror)", mirrorSrcReplica, mirrorSrcLeader, "leader CPU/10k", "≤ 0.2", mirrorSrcNone},
 		{"source leader CPU per put added by a mirror watching a replica vs by the same mirror watching the leader (each less the leader's with the mirror watching a follower: the same mirror and destination load on the machine, no watch on the leader)", mirrorSrcReplica, mirrorSrcLeader, "leader CPU/10k", "≤ 0.2", mirrorSrcFollower},
 		{"mirror lag p99, watching a replica vs watching the leader", mirrorSrcReplica, mirrorSrcLeader, "p99", "", ""},
 		{"source leader CPU for a mirror's initial sync read from a replica vs read from the leader (each less the leader's idle CPU over as long)", mirrorSyncReplica, mirrorSyncLeader, "leader CPU/10k", "≤ 0.2", ""},
+		{"source leader CPU for a mirror's watch catching up on a replica vs on the leader (each less the leader's idle CPU over as long)", mirrorCatchUpReplica, mirrorCatchUpLeader, "leader CPU/10k", "≤ 0.2", ""},
 	}
 	for _, r := range rows {
 		if rest, ok := strings.CutPrefix(r.Name, "understudy mirror: "); ok {
