@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/understudy-kv/understudy/mirror/core"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -26,9 +27,12 @@ func (mr *mirror) checkCycles(ctx context.Context) (map[string]Checkpoint, error
 	links := mr.withoutFailedBack(linksInto(mr.destID, dcps, mr.cfg.Name), mr.destID)
 	inSource, srev := links, drev
 	if mr.sourceID != mr.destID {
-		if inSource, srev, err = mr.sourceLinks(ctx); err != nil {
+		all, rev, err := mr.sourceLinks(ctx)
+		if err != nil {
 			return nil, err
 		}
+		mr.linksRead(all, rev)
+		inSource, srev = mr.withoutFailedBack(all, mr.sourceID), rev
 		links = append(links, inSource...)
 	}
 	self := link{name: mr.cfg.Name, src: mr.sourceID, dst: mr.destID, srcPrefix: mr.cfg.Prefix, dstPrefix: mr.cfg.DestPrefix}
@@ -53,8 +57,9 @@ func linksInto(cluster string, cps map[string]Checkpoint, except string) []link 
 }
 
 // sourceLinks are the mirrors writing into the source, as of the source
-// revision returned. A source whose reserved prefix the mirror may not
-// read (auth) shows none, at every revision.
+// revision returned (a failback's source among them: withoutFailedBack).
+// A source whose reserved prefix the mirror may not read (auth) shows
+// none, at every revision.
 func (mr *mirror) sourceLinks(ctx context.Context) ([]link, int64, error) {
 	cps, rev, err := allCheckpoints(ctx, mr.cfg.Source)
 	switch {
@@ -71,25 +76,52 @@ func (mr *mirror) sourceLinks(ctx context.Context) ([]link, int64, error) {
 	if mr.sourceID == mr.destID {
 		except = mr.cfg.Name
 	}
-	return mr.withoutFailedBack(linksInto(mr.sourceID, cps, except), mr.sourceID), rev, nil
+	return linksInto(mr.sourceID, cps, except), rev, nil
 }
 
 // refreshFeeders reads the feeders again when a version newer than the
 // revision they were read at is to be copied: a mirror writes its
 // checkpoint into the source before its first key there, so feeders read
 // at or after a version's revision include whoever wrote it.
+// While the mirror watches the source, its link follower (links.go) can
+// confirm them unchanged through newest without a read.
 func (mr *mirror) refreshFeeders(ctx context.Context, newest int64) error {
 	if newest <= mr.feedersRev {
 		return nil
 	}
+	if f := mr.links; f != nil {
+		if through, ok := f.confirm(ctx, mr.clock, newest, linkProgressInterval, min(linkConfirmTimeout, mr.cfg.RequestTimeout)); ok {
+			mr.feedersRev = through
+			mr.m.feederChecks.WithLabelValues("watch").Inc()
+			return nil
+		}
+	}
 	rctx, cancel := context.WithTimeout(ctx, 3*mr.cfg.RequestTimeout)
 	defer cancel()
-	links, rev, err := mr.sourceLinks(rctx)
+	all, rev, err := mr.sourceLinks(rctx)
 	if err != nil {
 		return err
 	}
-	mr.setFeeders(mr.feedersOf(links), rev)
+	mr.m.feederChecks.WithLabelValues("read").Inc()
+	mr.linksRead(all, rev)
+	mr.setFeeders(mr.feedersOf(mr.withoutFailedBack(all, mr.sourceID)), rev)
 	return nil
+}
+
+// linkProgressInterval is how often a check waiting on the link follower
+// asks the source for a progress notification.
+const linkProgressInterval = 20 * time.Millisecond
+
+// linkConfirmTimeout bounds a check's wait for the link follower: a
+// progress notification takes a round trip to the source, and a read of
+// the links no more.
+const linkConfirmTimeout = time.Second
+
+// linksRead gives the links read at rev to the link follower, if any.
+func (mr *mirror) linksRead(all []link, rev int64) {
+	if mr.links != nil {
+		mr.links.reset(all, rev)
+	}
 }
 
 // setFeeders keeps the feeders read at source revision rev; a new one

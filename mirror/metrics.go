@@ -25,6 +25,10 @@ type metrics struct {
 	leaseLost prometheus.Counter
 	restored  prometheus.Counter
 	stalled   prometheus.Gauge
+	// feederChecks: how the feeders were known before versions were
+	// copied: by "read" (the source's checkpoints) or "watch" (the link
+	// follower confirmed them unchanged).
+	feederChecks *prometheus.CounterVec
 
 	clock clockwork.Clock
 	mu    sync.Mutex
@@ -82,11 +86,15 @@ func newMetrics(reg prometheus.Registerer, clock clockwork.Clock) *metrics {
 			Namespace: "understudy", Subsystem: "mirror", Name: "stalled",
 			Help: "1 while the mirror has had work to do for longer than --stall-timeout without committing any.",
 		}),
+		feederChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "understudy", Subsystem: "mirror", Name: "feeder_checks_total",
+			Help: "Checks, before source versions are copied, of which mirrors write into the source under the prefix: how=read read the source's mirror checkpoints (a round trip to the source), how=watch found them unchanged through the watch of those checkpoints.",
+		}, []string{"how"}),
 		clock:    clock,
 		progress: core.NewProgress(clock.Now()),
 	}
 	if reg != nil {
-		reg.MustRegister(m.applied, m.syncedKeys, m.resyncs, m.resyncWritten, m.resyncUnchanged, m.txns, m.conflicts, m.mirroredSkipped, m.adopted, m.leaseLost, m.restored, m.stalled,
+		reg.MustRegister(m.applied, m.syncedKeys, m.resyncs, m.resyncWritten, m.resyncUnchanged, m.txns, m.conflicts, m.mirroredSkipped, m.adopted, m.leaseLost, m.restored, m.stalled, m.feederChecks,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Namespace: "understudy", Subsystem: "mirror", Name: "lag_revisions",
 				Help: "Source revisions seen but not yet in the checkpoint.",

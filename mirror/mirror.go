@@ -61,8 +61,11 @@ type mirror struct {
 	// the revision of this mirror's first checkpoint write, before
 	// anything was copied; cycleDue that the check must run before the
 	// next write.
-	feeders      []link
-	feedersRev   int64
+	feeders    []link
+	feedersRev int64
+	// links follows the source's mirror checkpoints while the mirror
+	// watches the source (links.go), or nil.
+	links        *linkFollower
 	sourceHidden bool
 	claimRev     int64
 	cycleDue     bool

@@ -28,6 +28,9 @@ type sourceWatch struct {
 	ready chan struct{}
 	done  chan struct{} // closed when the pump has stopped
 
+	// links is the link follower on the watch's stream, or nil.
+	links *linkFollower
+
 	mu      sync.Mutex
 	pending []clientv3.WatchResponse
 	err     error // why the watch ended; nothing is queued after it
@@ -58,8 +61,34 @@ func (mr *mirror) openWatch(ctx context.Context, from int64) (*sourceWatch, erro
 			w.pending = append(w.pending, resp)
 		}
 	}
+	if err := mr.followLinksOn(wctx, w); err != nil {
+		cancel()
+		return nil, err
+	}
 	go w.pump(ch)
 	return w, nil
+}
+
+// followLinksOn reads the source's links and starts the link follower on
+// w's stream, from the revision after the read; w.stop stops it. A source
+// whose checkpoints cannot be read has none to follow.
+func (mr *mirror) followLinksOn(wctx context.Context, w *sourceWatch) error {
+	if mr.cfg.CopyMirrored {
+		return nil // feeders are never asked for
+	}
+	rctx, cancel := context.WithTimeout(wctx, 3*mr.cfg.RequestTimeout)
+	all, rev, err := mr.sourceLinks(rctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if mr.sourceHidden {
+		return nil
+	}
+	mr.setFeeders(mr.feedersOf(mr.withoutFailedBack(all, mr.sourceID)), rev)
+	mr.links = mr.followLinks(wctx, all, rev+1)
+	w.links = mr.links
+	return nil
 }
 
 // pump queues the watch's responses until the watch ends.
@@ -75,6 +104,9 @@ func (w *sourceWatch) pump(ch clientv3.WatchChan) {
 			w.pending = append(w.pending, resp)
 		}
 		w.mu.Unlock()
+		if err == nil && len(resp.Events) > 0 && w.links != nil {
+			w.links.kick()
+		}
 		select {
 		case w.ready <- struct{}{}:
 		default: // a token is already waiting
@@ -108,10 +140,13 @@ func (w *sourceWatch) poll() error {
 	return w.err
 }
 
-// stop ends the watch and waits for its pump.
+// stop ends the watch and waits for its pump, and its link follower's.
 func (w *sourceWatch) stop() {
 	w.cancel()
 	<-w.done
+	if w.links != nil {
+		w.links.stop()
+	}
 }
 
 // watchErr is what a watch response says went wrong: compaction means a
