@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -107,6 +108,9 @@ func mirrorSourceScenario(p params) ([]Row, error) {
 			if leader := tp.cluster.Leader(r); leader != tp.leader {
 				r.Fatalf("the source's leader moved from %s to %s: its CPU is no longer one process's", tp.leader.Name, leader.Name)
 			}
+			// Each round writes about 250 MB of values: 8 would pass etcd's
+			// default quota of 2 GiB.
+			reclaim(r, tp, dst)
 		}
 		for _, a := range arms {
 			rows = append(rows, a.result(p, order))
@@ -213,4 +217,32 @@ func windowsText(xs []float64, prec int) string {
 		parts = append(parts, strconv.FormatFloat(x, 'f', prec, 64))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// reclaim compacts the source and the destination at their newest
+// revisions and defragments every member (the source's replica too), so
+// that the put windows (4 × 10 s of 32 KiB values a round) and the rows
+// after them stay well inside the backend quota.
+func reclaim(r *runner, tp *topology, dst *harness.Cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, c := range []struct {
+		cluster *harness.Cluster
+		extra   []string
+	}{{tp.cluster, []string{tp.extraURL}}, {dst, nil}} {
+		cli := c.cluster.Client(r)
+		resp, err := cli.Get(ctx, "reclaim")
+		if err != nil {
+			r.Fatalf("reclaim: %v", err)
+		}
+		if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+			r.Fatalf("reclaim: compact at %d: %v", resp.Header.Revision, err)
+		}
+		for _, ep := range append(c.cluster.Endpoints(), c.extra...) {
+			if _, err := cli.Defragment(ctx, ep); err != nil {
+				r.Fatalf("reclaim: defragment %s: %v", ep, err)
+			}
+		}
+		r.Logf("compacted at revision %d and defragmented %v", resp.Header.Revision, append(c.cluster.Endpoints(), c.extra...))
+	}
 }
