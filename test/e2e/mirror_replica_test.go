@@ -21,13 +21,8 @@ import (
 // checkpoints chain), and no voter ever sent a watch event: the mirror
 // waited for its replica rather than moving its watch onto the voters.
 func TestMirrorWatchingAReplica(t *testing.T) {
-	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
-	p := &mirrorPair{bins: bins}
-	p.src = harness.StartCluster(t, harness.ClusterConfig{N: 3, Token: "source"})
-	p.dst = harness.StartCluster(t, harness.ClusterConfig{N: 1, Token: "dest"})
-	p.s, p.d = p.src.Client(t), p.dst.Client(t)
-	rep := startReplica(t, bins, p.src, "replica", replicaOpts{})
+	p := startMirrorPairOf(t, 3)
+	rep := startReplica(t, p.bins, p.src, "replica", replicaOpts{})
 	p.sourceURL = rep.ClientURL
 	fill(t, p.s, "r/", 20000)
 

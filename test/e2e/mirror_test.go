@@ -32,10 +32,16 @@ type mirrorPair struct {
 
 func startMirrorPair(t *testing.T) *mirrorPair {
 	t.Helper()
+	return startMirrorPairOf(t, 1)
+}
+
+// startMirrorPairOf is startMirrorPair with a source of n voters.
+func startMirrorPairOf(t *testing.T, n int) *mirrorPair {
+	t.Helper()
 	bins := harness.Binaries(t)
 	bins.RequireReplica(t)
 	p := &mirrorPair{bins: bins}
-	p.src = harness.StartCluster(t, harness.ClusterConfig{N: 1, Token: "source"})
+	p.src = harness.StartCluster(t, harness.ClusterConfig{N: n, Token: "source"})
 	p.dst = harness.StartCluster(t, harness.ClusterConfig{N: 1, Token: "dest"})
 	p.s, p.d = p.src.Client(t), p.dst.Client(t)
 	return p
