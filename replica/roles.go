@@ -74,6 +74,8 @@ type roles struct {
 	join []string
 	srv  *etcdserver.EtcdServer
 	cli  *clientv3.Client
+	// dial builds a client like cli for other endpoints (the leader's).
+	dial dialer
 	asOf func() time.Time
 	// clock is the replica's one clock, the front's too.
 	clock clockwork.Clock
@@ -161,15 +163,18 @@ func newRoles(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cl
 	// Keep-alive pings find a connection whose peer went silent (a cut
 	// client URL), so that calls move to an endpoint that answers; etcd
 	// refuses pings more often than its --grpc-keepalive-min-time (5s).
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, TLS: cliTLS, DialTimeout: 5 * time.Second,
-		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 3 * time.Second,
-		Username: user, Password: password,
-		Logger: lg.Named("client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))})
+	dial := func(ctx context.Context, eps []string) (*clientv3.Client, error) {
+		return clientv3.New(clientv3.Config{Context: ctx, Endpoints: eps, TLS: cliTLS, DialTimeout: 5 * time.Second,
+			DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 3 * time.Second,
+			Username: user, Password: password,
+			Logger: lg.Named("client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))})
+	}
+	cli, err := dial(context.Background(), eps)
 	if err != nil {
 		return nil, fmt.Errorf("replica: roles: client for %v: %w", eps, err)
 	}
 	return &roles{
-		lg: lg, cfg: cfg.Promotion, join: cfg.Join, srv: srv, cli: cli, clock: clock, asOf: asOf, gate: gate, m: newRoleMetrics(reg),
+		lg: lg, cfg: cfg.Promotion, join: cfg.Join, srv: srv, cli: cli, dial: dial, clock: clock, asOf: asOf, gate: gate, m: newRoleMetrics(reg),
 		decider:    promotion.NewDecider(cfg.Promotion),
 		leaderHTTP: httpClient(cliTLS), peerHTTP: httpClient(peerTLS),
 		failoverLikely: true, status: status, endpoints: eps, identity: credential(cfg), peerSeen: map[uint64]bool{},
@@ -294,7 +299,7 @@ func (r *roles) do(ctx context.Context, lg *zap.Logger, o promotion.Observation,
 				return err
 			}
 		}
-		if err := r.gate.promote(func() error { _, err := r.cli.MemberPromote(ctx, a.Target); return err }); err != nil {
+		if err := r.gate.promote(func() error { return r.promote(ctx, lg, a.Target) }); err != nil {
 			r.m.promotions.WithLabelValues(string(r.cfg.Role), "error").Inc()
 			lg.Warn("promotion refused", zap.Error(err))
 			return fmt.Errorf("MemberPromote %x: %w", a.Target, err)

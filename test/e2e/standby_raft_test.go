@@ -136,6 +136,11 @@ func TestStandbyOverTLSWithAuth(t *testing.T) {
 	cli := tlsClient(t, c, leader.ClientURL, followers[1].ClientURL)
 	followers[0].Proc.Kill()
 	waitReplaced(t, cli, followers[0], time.Now())
+	// A follower forwards a promotion to the leader without a certificate
+	// identity, and the leader refuses it: the standby asks the leader.
+	if l := logLines(t, leader.Proc, "failed to promote a member"); len(l) != 0 {
+		t.Fatalf("the leader refused %d promotions sent through a follower; first: %v", len(l), l[0])
+	}
 }
 
 // TestStandbyWithoutRightsSaysWhichCallIsRefused: the standby's
