@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -32,12 +33,22 @@ type dialer func(ctx context.Context, endpoints []string) (*clientv3.Client, err
 // own client URL first, and to whichever voter answers (r.cli) only if
 // the leader's client URL does not answer; with a certificate identity
 // that last path can succeed only if the call reaches the leader.
+//
+// The leader's client URL is skipped while the role loop's last read of
+// the leader's view through it failed (viewAt zero), so that a cut client
+// URL does not cost every attempt leaderCallTimeout. A promotion that the
+// leader proposed but did not answer within leaderCallTimeout is sent
+// again: the second answer is then "member not a learner", and the next
+// observation sees the promotion.
 func (r *roles) promote(ctx context.Context, lg *zap.Logger, id uint64) error {
-	err := r.promoteAtLeader(ctx, id)
+	err := fmt.Errorf("%w: the leader's client URL did not answer the last view read", errUnanswered)
+	if !r.viewAt.IsZero() {
+		err = r.promoteAtLeader(ctx, id)
+	}
 	if err == nil || !unanswered(err) || ctx.Err() != nil {
 		return err
 	}
-	lg.Info("the leader's client URL did not answer the promotion; sending it to any voter", zap.Error(err))
+	lg.Info("promotion not sent to the leader's client URL; sending it to any voter", zap.Error(err))
 	_, err = r.cli.MemberPromote(ctx, id)
 	return err
 }
@@ -64,13 +75,18 @@ func (r *roles) promoteAtLeader(ctx context.Context, id uint64) error {
 }
 
 // errUnanswered marks a call that no member answered.
-var errUnanswered = errors.New("no answer")
+var errUnanswered = errors.New("replica: no answer")
 
-// unanswered tells whether err means the call reached no member (so
-// another path may be tried), rather than a member's refusal.
+// unanswered tells whether err means the call reached no leader (so
+// another path may be tried), rather than the leader's refusal: no
+// connection or no answer in time, or a member that is no longer the
+// leader, or has none.
 func unanswered(err error) bool {
-	if errors.Is(err, errUnanswered) || errors.Is(err, context.DeadlineExceeded) {
-		return true
+	for _, e := range []error{errUnanswered, context.DeadlineExceeded,
+		rpctypes.ErrNoLeader, rpctypes.ErrLeaderChanged, rpctypes.ErrStopped} {
+		if errors.Is(err, e) {
+			return true
+		}
 	}
 	switch status.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded:

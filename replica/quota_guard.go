@@ -110,10 +110,15 @@ func (g *promotionGate) claim(use gateUse) error {
 	return nil
 }
 
-// refused tells whether a MemberPromote error says that nothing changed.
+// refused tells whether a MemberPromote error, however wrapped, says that
+// nothing changed: the client's form (rpctypes.EtcdError) or the server's
+// (a gRPC status).
 func refused(err error) bool {
-	for _, e := range []error{rpctypes.ErrGRPCLearnerNotReady, rpctypes.ErrGRPCMemberNotLearner, rpctypes.ErrGRPCMemberNotFound} {
-		if rpctypes.ErrorDesc(err) == rpctypes.ErrorDesc(e) {
+	for _, e := range []error{
+		rpctypes.ErrMemberLearnerNotReady, rpctypes.ErrMemberNotLearner, rpctypes.ErrMemberNotFound,
+		rpctypes.ErrGRPCLearnerNotReady, rpctypes.ErrGRPCMemberNotLearner, rpctypes.ErrGRPCMemberNotFound,
+	} {
+		if errors.Is(err, e) {
 			return true
 		}
 	}

@@ -132,14 +132,19 @@ func TestStandbyOverTLSWithAuth(t *testing.T) {
 	enableAuth(t, bins, c)
 	leader := c.Leader(t)
 	followers := following(c, leader)
-	startReplica(t, bins, c, "standby", replicaOpts{Extra: standbyArgs})
+	s := startReplica(t, bins, c, "standby", replicaOpts{Extra: standbyArgs})
 	cli := tlsClient(t, c, leader.ClientURL, followers[1].ClientURL)
 	followers[0].Proc.Kill()
 	waitReplaced(t, cli, followers[0], time.Now())
 	// A follower forwards a promotion to the leader without a certificate
 	// identity, and the leader refuses it: the standby asks the leader.
-	if l := logLines(t, leader.Proc, "failed to promote a member"); len(l) != 0 {
-		t.Fatalf("the leader refused %d promotions sent through a follower; first: %v", len(l), l[0])
+	for _, m := range []*harness.Member{leader, followers[1]} {
+		if l := logLines(t, m.Proc, "failed to promote a member"); len(l) != 0 {
+			t.Fatalf("%s refused %d promotions forwarded by a follower; first: %v", m.Name, len(l), l[0])
+		}
+	}
+	if l := logLines(t, s.Proc, "promotion not sent to the leader's client URL; sending it to any voter"); len(l) != 0 {
+		t.Fatalf("the standby sent its promotion through any voter %d times; first: %v", len(l), l[0])
 	}
 }
 
