@@ -68,11 +68,14 @@ func regionPairedRows(r *runner, g *harness.Regions, ep regionEndpoints, far tim
 				slices.Sort(lat[rtt])
 				p99[rtt] = percentile(lat[rtt], 0.99)
 			}
+			if p99[0] == 0 || p99[far] == 0 {
+				r.Fatalf("%s, %d clients, paired: no reads counted (p99 %v at RTT 0, %v at %v)", name, n, p99[0], p99[far], far)
+			}
 			ratio := p99[far].Seconds() / p99[0].Seconds()
 			for _, rtt := range rtts {
 				sum := combineAll(res[rtt])
 				sum.P50, sum.P99 = percentile(lat[rtt], 0.50), p99[rtt]
-				note := fmt.Sprintf("%d windows of %v (after %v at its RTT, not counted), alternating with the same path at %s (0, far, far, 0, …); p50 and p99 over all the windows' reads", windows, pairedWindow, pairedSettle, rttName(rtts[1-slices.Index(rtts, rtt)]))
+				note := fmt.Sprintf("%d windows of %v (after %v at its RTT, not counted), alternating with the same path at %s (%s, %s, %s, %s, …); p50 and p99 over all the windows' reads", windows, pairedWindow, pairedSettle, rttName(rtts[1-slices.Index(rtts, rtt)]), rttName(0), rttName(far), rttName(far), rttName(0))
 				if rtt == far {
 					note += fmt.Sprintf("; p99 vs its pair at RTT 0: %s× (goal ≤ 1.2 %s)", ratioText(ratio), tick(ratio <= 1.2))
 				}
@@ -89,14 +92,20 @@ func regionPairedRows(r *runner, g *harness.Regions, ep regionEndpoints, far tim
 func pairedWindowRun(path regionPath, ep regionEndpoints, n int) (Result, []time.Duration) {
 	cs := path.on(ep)
 	lat := make([][]time.Duration, n)
+	errs := make([]int, n)
 	start := time.Now()
 	res := load(context.Background(), n, pairedSettle+pairedWindow, func(ctx context.Context, w int) error {
 		t0 := time.Now()
 		err := path.op(ctx, cs[w%len(cs)], w)
-		if err == nil && ctx.Err() == nil && t0.Sub(start) >= pairedSettle {
-			lat[w] = append(lat[w], time.Since(t0))
+		if t0.Sub(start) < pairedSettle || ctx.Err() != nil {
+			return nil // not counted: the settle, or cut off by the end
 		}
-		return err
+		if err != nil {
+			errs[w]++
+			return err
+		}
+		lat[w] = append(lat[w], time.Since(t0))
+		return nil
 	})
 	var all []time.Duration
 	for _, l := range lat {
@@ -104,7 +113,10 @@ func pairedWindowRun(path regionPath, ep regionEndpoints, n int) (Result, []time
 	}
 	// Ops and throughput of the counted part (no CPU: these reads cost
 	// the leader nothing, and the regular rows have it).
-	res.Ops, res.Seconds = len(all), pairedWindow.Seconds()
+	res.Ops, res.Seconds, res.Errors = len(all), pairedWindow.Seconds(), 0
+	for _, e := range errs {
+		res.Errors += e
+	}
 	res.Throughput = float64(res.Ops) / res.Seconds
 	return res, all
 }
