@@ -41,7 +41,8 @@ type mirrorCatchUpArm struct {
 // sent), with no puts beside them. Its source is the leader or the replica;
 // the arms alternate, rounds times each, the leader's idle CPU over 2 s
 // before each catch-up, scaled to its time, taken off.
-func mirrorCatchUpRows(r *runner, tp *topology, p params, dc *clientv3.Client, dstEndpoint string, events, rounds int) []Row {
+func mirrorCatchUpRows(r *runner, tp *topology, p params, dst *harness.Cluster, events, rounds int) []Row {
+	dc, dstEndpoint := dst.Client(r), dst.Endpoints()[0]
 	put := clients(r, tp.leader.ClientURL, 1)[0]
 	arms := []*mirrorCatchUpArm{
 		{row: mirrorCatchUpLeader, endpoint: tp.leader.ClientURL, name: "catchup-leader"},
@@ -61,6 +62,8 @@ func mirrorCatchUpRows(r *runner, tp *topology, p params, dc *clientv3.Client, d
 		a.run(r, tp, dc, dstEndpoint, 0)
 	}
 	for round := 1; round <= rounds; round++ {
+		// Each round writes 80 MB per arm into the destination's history.
+		compactDest(r, dst)
 		fill(round)
 		for i := range arms {
 			a := arms[i]

@@ -116,11 +116,14 @@ func mirrorSourceScenario(p params) ([]Row, error) {
 			rows = append(rows, a.result(p, order))
 		}
 		rows = append(rows, mirrorSyncRows(r, tp, p, dc, dst.Endpoints()[0], p.mirrorSyncKeys, p.mirrorSourceWindows)...)
-		// The syncs wrote 8 copies of 40 MB into the destination, twice
-		// over with the ownership guard: its quota would not hold the
-		// catch-ups' too.
+		// The windows and the syncs left their copies in the destination
+		// (live keys: compaction does not free them), and the catch-ups
+		// write 40 MB a round per arm, twice over with the ownership
+		// guard: its 2 GiB quota would not hold them. Their mirrors are
+		// stopped; the catch-ups start with a destination of their own.
+		wipe(r, dst)
 		reclaim(r, tp, dst)
-		rows = append(rows, mirrorCatchUpRows(r, tp, p, dc, dst.Endpoints()[0], p.mirrorSyncKeys, p.mirrorSourceWindows)...)
+		rows = append(rows, mirrorCatchUpRows(r, tp, p, dst, p.mirrorSyncKeys, p.mirrorSourceWindows)...)
 	})
 	return rows, err
 }
@@ -227,6 +230,37 @@ func windowsText(xs []float64, prec int) string {
 // revisions and defragments every member (the source's replica too), so
 // that the put windows (4 × 10 s of 32 KiB values a round) and the rows
 // after them stay well inside the backend quota.
+// wipe deletes every key of the destination c.
+func wipe(r *runner, c *harness.Cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	resp, err := c.Client(r).Delete(ctx, "\x00", clientv3.WithFromKey())
+	if err != nil {
+		r.Fatalf("wipe the destination: %v", err)
+	}
+	r.Logf("deleted the destination's %d keys", resp.Deleted)
+}
+
+// compactDest compacts and defragments the destination c only: the
+// source's history is what stopped mirrors resume from.
+func compactDest(r *runner, c *harness.Cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cli := c.Client(r)
+	resp, err := cli.Get(ctx, "reclaim")
+	if err != nil {
+		r.Fatalf("compact the destination: %v", err)
+	}
+	if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		r.Fatalf("compact the destination at %d: %v", resp.Header.Revision, err)
+	}
+	for _, ep := range c.Endpoints() {
+		if _, err := cli.Defragment(ctx, ep); err != nil {
+			r.Fatalf("defragment the destination %s: %v", ep, err)
+		}
+	}
+}
+
 func reclaim(r *runner, tp *topology, dst *harness.Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
