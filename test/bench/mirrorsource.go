@@ -226,10 +226,6 @@ func windowsText(xs []float64, prec int) string {
 	return strings.Join(parts, ", ")
 }
 
-// reclaim compacts the source and the destination at their newest
-// revisions and defragments every member (the source's replica too), so
-// that the put windows (4 × 10 s of 32 KiB values a round) and the rows
-// after them stay well inside the backend quota.
 // wipe deletes every key of the destination c.
 func wipe(r *runner, c *harness.Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -244,43 +240,36 @@ func wipe(r *runner, c *harness.Cluster) {
 // compactDest compacts and defragments the destination c only: the
 // source's history is what stopped mirrors resume from.
 func compactDest(r *runner, c *harness.Cluster) {
+	compactAll(r, c, nil)
+}
+
+// reclaim compacts the source and the destination at their newest
+// revisions and defragments every member (the source's replica too), so
+// that the put windows (4 × 10 s of 32 KiB values a round) and the rows
+// after them stay well inside the backend quota.
+func reclaim(r *runner, tp *topology, dst *harness.Cluster) {
+	compactAll(r, tp.cluster, []string{tp.extraURL})
+	compactAll(r, dst, nil)
+}
+
+// compactAll compacts c at its current revision and defragments its
+// members and the extra endpoints (its replicas).
+func compactAll(r *runner, c *harness.Cluster, extra []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cli := c.Client(r)
 	resp, err := cli.Get(ctx, "reclaim")
 	if err != nil {
-		r.Fatalf("compact the destination: %v", err)
+		r.Fatalf("reclaim: %v", err)
 	}
 	if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-		r.Fatalf("compact the destination at %d: %v", resp.Header.Revision, err)
+		r.Fatalf("reclaim: compact at %d: %v", resp.Header.Revision, err)
 	}
-	for _, ep := range c.Endpoints() {
+	eps := append(c.Endpoints(), extra...)
+	for _, ep := range eps {
 		if _, err := cli.Defragment(ctx, ep); err != nil {
-			r.Fatalf("defragment the destination %s: %v", ep, err)
+			r.Fatalf("reclaim: defragment %s: %v", ep, err)
 		}
 	}
-}
-
-func reclaim(r *runner, tp *topology, dst *harness.Cluster) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	for _, c := range []struct {
-		cluster *harness.Cluster
-		extra   []string
-	}{{tp.cluster, []string{tp.extraURL}}, {dst, nil}} {
-		cli := c.cluster.Client(r)
-		resp, err := cli.Get(ctx, "reclaim")
-		if err != nil {
-			r.Fatalf("reclaim: %v", err)
-		}
-		if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-			r.Fatalf("reclaim: compact at %d: %v", resp.Header.Revision, err)
-		}
-		for _, ep := range append(c.cluster.Endpoints(), c.extra...) {
-			if _, err := cli.Defragment(ctx, ep); err != nil {
-				r.Fatalf("reclaim: defragment %s: %v", ep, err)
-			}
-		}
-		r.Logf("compacted at revision %d and defragmented %v", resp.Header.Revision, append(c.cluster.Endpoints(), c.extra...))
-	}
+	r.Logf("compacted at revision %d and defragmented %v", resp.Header.Revision, eps)
 }
