@@ -194,12 +194,12 @@ func (rep report) markdown() string {
 	}
 
 	if _, ok := byName[idleBase]; ok {
-		w("\n## Idle cost\n\nWhat each idle member adds to the leader's CPU, against the same cluster without it. The first row is for reference: a replica whose rounds never slow down (the behaviour before --freshness-idle-interval). A stock etcd learner's row is the floor: the leader's heartbeats to any member it replicates to.\n\n| members | leader CPU added per idle member | goal |\n|---|---|---|\n")
+		w("\n## Idle cost\n\nWhat each idle member adds to the leader's CPU, against the same cluster without it. The first two rows are for reference: a replica whose rounds never slow down (the behaviour before --freshness-idle-interval), and one that never goes quiet (rounds every --freshness-idle-interval, the behaviour before --freshness-quiet-interval). The others are measured once the replicas have gone quiet (no client request for --freshness-quiet-interval). A stock etcd learner's row is the floor: the leader's heartbeats to any member it replicates to.\n\n| members | leader CPU added per idle member | goal |\n|---|---|---|\n")
 		for _, c := range []struct {
 			row, base string
 			n         int
 			goal      bool
-		}{{idleFastReplica, idleBase, 1, false}, {idleOneReplica, idleBase, 1, true}, {idleFourReplica, idleBase, 4, true}, {idleStockOne, idleStockBase, 1, false}} {
+		}{{idleFastReplica, idleBase, 1, false}, {idleNoisyOne, idleBase, 1, false}, {idleOneReplica, idleBase, 1, true}, {idleFourReplica, idleBase, 4, true}, {idleStockOne, idleStockBase, 1, false}} {
 			r, ok := byName[c.row]
 			b, okB := byName[c.base]
 			if !ok || !okB {
@@ -364,8 +364,7 @@ func (c comparison) ratioError(rows map[string]Row, ratio float64) (float64, boo
 		return 0, false
 	}
 	if len(aw) == len(pw) {
-		_, se := pairedMean(aw, pw, func(a, p float64) float64 { return a / p })
-		return se, true
+		return pairedRatioError(aw, pw, ratio), true
 	}
 	ma, va := meanVar(aw)
 	mp, vp := meanVar(pw)
@@ -373,6 +372,21 @@ func (c comparison) ratioError(rows map[string]Row, ratio float64) (float64, boo
 		return 0, false
 	}
 	return math.Abs(ratio) * math.Sqrt(va/float64(len(aw))/(ma*ma)+vp/float64(len(pw))/(mp*mp)), true
+}
+
+// pairedRatioError is the standard error, to first order, of ratio, the
+// ratio of a's mean to p's over paired windows: from the spread of the
+// windows' residuals a − ratio·p, divided by p's mean. (The spread of the
+// windows' own ratios a/p is not it: a window whose p is small by chance
+// gives a large a/p that the ratio of the means does not have.)
+func pairedRatioError(a, p []float64, ratio float64) float64 {
+	res := make([]float64, len(a))
+	for i := range a {
+		res[i] = a[i] - ratio*p[i]
+	}
+	_, v := meanVar(res)
+	mp, _ := meanVar(p)
+	return math.Sqrt(v/float64(len(a))) / math.Abs(mp)
 }
 
 // baseRatioError is the standard error, to first order, of the ratio of
