@@ -187,6 +187,28 @@ func TestReplicaValidate(t *testing.T) {
 	}
 }
 
+func TestReplicaQuietIntervalMustBeSlowerThanTheOthers(t *testing.T) {
+	for _, tc := range []struct {
+		quiet time.Duration
+		want  string
+	}{
+		{-time.Second, "--freshness-quiet-interval -1s: must be 0 (never quiet) or more than --freshness-interval and --freshness-idle-interval (1s)"},
+		{time.Second, "--freshness-quiet-interval 1s: must be 0 (never quiet) or more than --freshness-interval and --freshness-idle-interval (1s)"},
+		{0, ""},
+		{2 * time.Second, ""},
+	} {
+		cfg := DefaultReplica()
+		cfg.FreshnessQuietInterval = tc.quiet
+		err := cfg.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("--freshness-quiet-interval %v refused: %v", tc.quiet, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("--freshness-quiet-interval %v: got %v, want %q", tc.quiet, err, tc.want)
+		}
+	}
+}
+
 func writeFile(t *testing.T, path, body string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {

@@ -49,6 +49,13 @@ type Replica struct {
 	// read has come for a few seconds (a bounded read that needs a fresher
 	// round asks for one at once); 0 keeps FreshnessInterval always.
 	FreshnessIdleInterval time.Duration
+	// FreshnessQuietInterval is the period of those rounds once no client
+	// request (any RPC or gateway call; not /metrics or health probes) has
+	// come for as long: a replica nobody uses costs the leader about what
+	// a stock learner costs it. /readyz on a quiet replica does a round
+	// when its freshness is older than ReadyMaxStaleness. 0 never goes
+	// quiet.
+	FreshnessQuietInterval time.Duration
 	// ReadBatchInterval is the least time between two ReadIndex rounds;
 	// strong and bounded reads arriving meanwhile share the next round.
 	ReadBatchInterval time.Duration
@@ -185,26 +192,27 @@ func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" || t.Tr
 // beside a default etcd or primary on 2379/2380.
 func DefaultReplica() Replica {
 	return Replica{
-		Name:                  "replica",
-		DataDir:               "replica.replica",
-		ListenPeerURLs:        []string{"http://127.0.0.1:2480"},
-		AdvertisePeerURLs:     []string{"http://127.0.0.1:2480"},
-		ListenClientURLs:      []string{"http://127.0.0.1:2479"},
-		AdvertiseClientURLs:   []string{"http://127.0.0.1:2479"},
-		Join:                  []string{"http://127.0.0.1:2379"},
-		JoinTimeout:           2 * time.Minute,
-		FreshnessInterval:     50 * time.Millisecond,
-		FreshnessIdleInterval: time.Second,
-		ReadBatchInterval:     2 * time.Millisecond,
-		ReadBatchMaxWait:      2 * time.Millisecond,
-		ReadIndexViaTimeout:   200 * time.Millisecond,
-		ReadIndexViaInFlight:  16,
-		HeartbeatMs:           100,
-		ElectionMs:            1000,
-		AuthToken:             "simple",
-		LogLevel:              "info",
-		FreshnessHeaders:      true,
-		Promotion:             promotion.DefaultConfig(),
+		Name:                   "replica",
+		DataDir:                "replica.replica",
+		ListenPeerURLs:         []string{"http://127.0.0.1:2480"},
+		AdvertisePeerURLs:      []string{"http://127.0.0.1:2480"},
+		ListenClientURLs:       []string{"http://127.0.0.1:2479"},
+		AdvertiseClientURLs:    []string{"http://127.0.0.1:2479"},
+		Join:                   []string{"http://127.0.0.1:2379"},
+		JoinTimeout:            2 * time.Minute,
+		FreshnessInterval:      50 * time.Millisecond,
+		FreshnessIdleInterval:  time.Second,
+		FreshnessQuietInterval: 30 * time.Second,
+		ReadBatchInterval:      2 * time.Millisecond,
+		ReadBatchMaxWait:       2 * time.Millisecond,
+		ReadIndexViaTimeout:    200 * time.Millisecond,
+		ReadIndexViaInFlight:   16,
+		HeartbeatMs:            100,
+		ElectionMs:             1000,
+		AuthToken:              "simple",
+		LogLevel:               "info",
+		FreshnessHeaders:       true,
+		Promotion:              promotion.DefaultConfig(),
 
 		MaxRequestBytes:             embed.DefaultMaxRequestBytes,
 		MaxTxnOps:                   embed.DefaultMaxTxnOps,
@@ -268,6 +276,9 @@ func (c Replica) Validate() error {
 	}
 	if c.FreshnessIdleInterval < 0 {
 		add("--freshness-idle-interval %v: must be 0 (always --freshness-interval) or more", c.FreshnessIdleInterval)
+	}
+	if slower := max(c.FreshnessInterval, c.FreshnessIdleInterval); c.FreshnessQuietInterval < 0 || (c.FreshnessQuietInterval > 0 && c.FreshnessQuietInterval <= slower) {
+		add("--freshness-quiet-interval %v: must be 0 (never quiet) or more than --freshness-interval and --freshness-idle-interval (%v)", c.FreshnessQuietInterval, slower)
 	}
 	if c.ReadBatchInterval < 0 || c.ReadBatchInterval > c.FreshnessInterval {
 		add("--read-batch-interval %v: must be between 0 and --freshness-interval (%v)", c.ReadBatchInterval, c.FreshnessInterval)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -52,6 +53,19 @@ type Freshness struct {
 	// bounded reads costs the leader almost nothing (strong reads and
 	// bounded reads that need a round ask for one at once).
 	idleInterval time.Duration
+	// quietInterval, if more than the other periods, is the period of
+	// rounds once no client request has come for as long (see Touch): a
+	// replica nobody uses then costs the leader about what a stock learner
+	// costs it, whatever the number of replicas. The first request after
+	// a quiet spell wakes the loop, which starts a round at once.
+	quietInterval time.Duration
+	// touched: a client request came since the loop last looked (Touch);
+	// quiet: the loop runs at quietInterval; periodNs: the background
+	// period the loop runs at now. All three are read without mu: Touch is
+	// on every request's path.
+	touched  atomic.Bool
+	quiet    atomic.Bool
+	periodNs atomic.Int64
 
 	// kick tells the loop that a read began waiting for the next round;
 	// buffered 1, so kicks made while the loop is busy coalesce.
@@ -93,8 +107,9 @@ type Freshness struct {
 		// has not begun; oldest is when the first of them registered.
 		pending int
 		oldest  time.Time
-		// demand is when a bounded read last came.
-		demand time.Time
+		// demand is when a bounded read last came; active is when the
+		// loop last saw a client request (Touch).
+		demand, active time.Time
 	}
 }
 
@@ -169,18 +184,53 @@ func (f *Freshness) Demand() {
 	f.mu.Unlock()
 }
 
-// period is the time to the next background round.
+// Touch records a client request (any RPC, the JSON gateway's included,
+// and a hub's read-index request; not /metrics or health probes): rounds
+// keep at least their idle rate while requests come. Cheap enough for
+// every request: a load, and a store only when the loop has looked since
+// the last one.
+func (f *Freshness) Touch() {
+	if f.touched.Load() || !f.touched.CompareAndSwap(false, true) {
+		return
+	}
+	if f.quiet.Load() {
+		select {
+		case f.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Quiet tells whether no client request has come for a quiet interval,
+// so that background rounds run that far apart.
+func (f *Freshness) Quiet() bool { return f.quiet.Load() }
+
+// Period is the background rounds' period now: the freshness interval,
+// the idle interval or the quiet interval (see period).
+func (f *Freshness) Period() time.Duration { return time.Duration(f.periodNs.Load()) }
+
+// period is the time to the next background round: the interval while
+// bounded reads come, else the idle interval while client requests come,
+// else the quiet interval.
 func (f *Freshness) period() time.Duration {
-	if f.idleInterval <= f.interval {
-		return f.interval
-	}
+	now := f.clock.Now()
 	f.mu.Lock()
-	demand := f.mu.demand
-	f.mu.Unlock()
-	if !demand.IsZero() && f.clock.Since(demand) <= idleAfter {
-		return f.interval
+	if f.touched.Swap(false) {
+		f.mu.active = now
 	}
-	return f.idleInterval
+	demand, active := f.mu.demand, f.mu.active
+	f.mu.Unlock()
+	p, quiet := f.interval, false
+	switch {
+	case !demand.IsZero() && now.Sub(demand) <= idleAfter:
+	case f.quietInterval > max(f.interval, f.idleInterval) && now.Sub(active) >= f.quietInterval:
+		p, quiet = f.quietInterval, true
+	default:
+		p = max(f.interval, f.idleInterval)
+	}
+	f.quiet.Store(quiet)
+	f.periodNs.Store(int64(p))
+	return p
 }
 
 // Waiting is the number of reads waiting for a round now.

@@ -9,8 +9,9 @@ type metrics struct {
 }
 
 // newMetrics creates them and registers them on reg (nil: none);
-// freshnessAge is exported as a gauge read at scrape time.
-func newMetrics(reg prometheus.Registerer, freshnessAge func() float64) *metrics {
+// freshnessAge and the background period are exported as gauges read at
+// scrape time.
+func newMetrics(reg prometheus.Registerer, freshnessAge, period func() float64) *metrics {
 	m := &metrics{
 		round: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "understudy", Subsystem: "replica", Name: "freshness_round_seconds",
@@ -22,7 +23,10 @@ func newMetrics(reg prometheus.Registerer, freshnessAge func() float64) *metrics
 		reg.MustRegister(m.round, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "understudy", Subsystem: "replica", Name: "freshness_age_seconds",
 			Help: "Upper bound on the staleness of the replica's store: time since the start of its last completed ReadIndex round.",
-		}, freshnessAge))
+		}, freshnessAge), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "understudy", Subsystem: "replica", Name: "freshness_period_seconds",
+			Help: "Period of the replica's background ReadIndex rounds now: --freshness-interval while bounded reads come, --freshness-idle-interval while other requests come, --freshness-quiet-interval while none has come for as long. The freshness age stays below about this plus a round.",
+		}, period))
 	}
 	return m
 }

@@ -41,6 +41,10 @@ type Config struct {
 	// idleAfter (--freshness-idle-interval); 0 or less than Interval means
 	// Interval.
 	IdleInterval time.Duration
+	// QuietInterval is their period once no client request has come for
+	// as long (--freshness-quiet-interval; see Freshness.Touch); 0 or not
+	// more than IdleInterval means never quiet.
+	QuietInterval time.Duration
 	// BatchInterval is the least time between two round starts
 	// (--read-batch-interval), 0 to Interval.
 	BatchInterval time.Duration
@@ -67,6 +71,9 @@ func (c Config) Validate() error {
 	}
 	if c.Interval <= 0 {
 		problems = append(problems, fmt.Errorf("readindex: Interval %v (--freshness-interval): must be more than 0", c.Interval))
+	}
+	if c.QuietInterval < 0 {
+		problems = append(problems, fmt.Errorf("readindex: QuietInterval %v (--freshness-quiet-interval): must be 0 (never quiet) or more", c.QuietInterval))
 	}
 	if c.BatchInterval < 0 || c.BatchInterval > c.Interval {
 		problems = append(problems, fmt.Errorf("readindex: BatchInterval %v (--read-batch-interval): must be between 0 and Interval (%v)", c.BatchInterval, c.Interval))
@@ -133,7 +140,8 @@ func New(cfg Config, m Member, src ContactSource) (*Tracker, error) {
 	}
 	t := &Tracker{election: cfg.Election}
 	t.contact = NewLeaderContact(cfg.Clock, m.Lead, src)
-	met := newMetrics(cfg.Registerer, func() float64 { return min(t.fresh.Age().Seconds(), math.MaxInt32) })
+	met := newMetrics(cfg.Registerer, func() float64 { return min(t.fresh.Age().Seconds(), math.MaxInt32) },
+		func() float64 { return t.fresh.Period().Seconds() })
 	t.fresh = NewFreshness(cfg.Logger, cfg.Clock, cfg.Interval, cfg.BatchInterval, cfg.RoundTimeout, m.LinearizableReadNotify,
 		func(d time.Duration, own bool, err error) {
 			met.observeRound(d.Seconds(), err)
@@ -150,6 +158,7 @@ func New(cfg Config, m Member, src ContactSource) (*Tracker, error) {
 		t.fresh.via, t.fresh.shared, t.fresh.hubMax = v.round, v.useHub, cfg.Via.InFlight
 	}
 	t.fresh.idleInterval = cfg.IdleInterval
+	t.fresh.quietInterval = cfg.QuietInterval
 	t.fresh.batch.maxWait = cfg.BatchMaxWait
 	return t, nil
 }

@@ -115,7 +115,8 @@ func later(a, b time.Time) time.Time {
 }
 
 // Run does a background round every period (every idleInterval while no
-// bounded read comes) after the last own round ended, and rounds for
+// bounded read comes, every quietInterval while no request comes) after
+// the last own round ended, and rounds for
 // waiting reads when the batch policy says, until ctx ends; then it waits
 // for the rounds under way. Each round runs on a goroutine of its own,
 // whose end wakes the loop: own rounds one at a time, rounds through hubs
@@ -127,6 +128,7 @@ func (f *Freshness) Run(ctx context.Context) {
 	var last time.Time
 	f.mu.Lock()
 	f.mu.ownEnded = f.clock.Now()
+	f.mu.active = f.mu.ownEnded
 	f.mu.Unlock()
 	for {
 		now := f.clock.Now()

@@ -15,12 +15,15 @@ import (
 // kvService is counted by kvServer itself, which knows the read mode.
 const kvService = "etcdserverpb.KV"
 
-// unaryInterceptor counts requests and, like etcd's own, refuses a request
-// that requires a leader when the member knows none; so it does any request
+// unaryInterceptor counts requests (and tells touch of each, so that the
+// freshness rounds keep their pace while clients come: see
+// readindex.Freshness.Touch) and, like etcd's own, refuses a request that
+// requires a leader when the member knows none; so it does any request
 // that would be a raft proposal (see proposes). It does not refuse
 // learners: serving them is this package's point.
-func unaryInterceptor(lw *leaderWatch, m *Metrics, zone string, roleState func() string, age func() time.Duration) grpc.UnaryServerInterceptor {
+func unaryInterceptor(lw *leaderWatch, m *Metrics, zone string, roleState func() string, age func() time.Duration, touch func()) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		touch()
 		if isProbe(ctx) {
 			// Best effort: a probe without these only loses affinity or
 			// freshness information.
@@ -46,11 +49,12 @@ func unaryInterceptor(lw *leaderWatch, m *Metrics, zone string, roleState func()
 	}
 }
 
-// streamInterceptor refuses a require-leader stream with no leader, and
-// hands the ones it lets through to lw, which ends them if the leader is
-// lost for long (etcd's monitorLeader).
-func streamInterceptor(lw *leaderWatch, m *Metrics) grpc.StreamServerInterceptor {
+// streamInterceptor tells touch of each stream, refuses a require-leader
+// stream with no leader, and hands the ones it lets through to lw, which
+// ends them if the leader is lost for long (etcd's monitorLeader).
+func streamInterceptor(lw *leaderWatch, m *Metrics, touch func()) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		touch()
 		service, method := splitMethod(info.FullMethod)
 		m.requests.WithLabelValues(shortService(service), method, modeNone).Inc()
 		if !requiresLeader(ss.Context()) {

@@ -25,7 +25,8 @@ const (
 	// traffic, within one election timeout.
 	checkLeaderContact = "leader_contact"
 	// checkFreshness: the replica's freshness (see readindex.Freshness) is within
-	// MaxStaleness.
+	// MaxStaleness; a quiet replica (no client requests, so rounds far apart)
+	// does a round for the probe first.
 	checkFreshness = "freshness"
 	// etcdNonLearner is etcd's readyz check that fails every learner.
 	etcdNonLearner = "non_learner"
@@ -74,7 +75,17 @@ func (r *readiness) checks() map[string]func(context.Context) error {
 			}
 			return fmt.Errorf("leader %x last heard from %v ago (at most one election timeout, %v)", leader, r.clock.Since(at).Round(time.Millisecond), r.election)
 		},
-		checkFreshness: func(context.Context) error {
+		checkFreshness: func(ctx context.Context) error {
+			if r.fresh.Age() > r.cfg.MaxStaleness && r.fresh.Quiet() {
+				// Nobody asks this replica for anything, so its rounds
+				// are far apart (--freshness-quiet-interval): prove
+				// freshness for the probe now, within an election
+				// timeout (a probe's patience is short), rather than
+				// keep up rounds no client reads.
+				wctx, cancel := context.WithTimeout(ctx, r.election)
+				_ = r.fresh.WaitFresh(wctx, r.clock.Now().Add(-r.cfg.MaxStaleness))
+				cancel()
+			}
 			if age := r.fresh.Age(); age > r.cfg.MaxStaleness {
 				if r.fresh.AsOf().IsZero() {
 					return fmt.Errorf("freshness never confirmed by a ReadIndex round")

@@ -88,6 +88,10 @@ type Config struct {
 	// for a few seconds; 0 or less than FreshnessInterval means
 	// FreshnessInterval.
 	FreshnessIdleInterval time.Duration
+	// FreshnessQuietInterval is their period once no client request has
+	// come for as long; 0 or not more than FreshnessIdleInterval means
+	// never quiet.
+	FreshnessQuietInterval time.Duration
 	// ReadBatchInterval is the least time between two ReadIndex rounds:
 	// strong and bounded reads arriving meanwhile share the next round.
 	// Longer means less leader work per read and at most that much more
@@ -232,6 +236,7 @@ func (f *Front) newFreshness(cfg Config, election time.Duration) error {
 		Clock:         cfg.Clock,
 		Interval:      cfg.FreshnessInterval,
 		IdleInterval:  cfg.FreshnessIdleInterval,
+		QuietInterval: cfg.FreshnessQuietInterval,
 		BatchInterval: cfg.ReadBatchInterval,
 		BatchMaxWait:  cfg.ReadBatchMaxWait,
 		RoundTimeout:  s.Cfg.ReqTimeout(),
@@ -261,8 +266,8 @@ const streamWorkers = 128
 func (f *Front) newGRPC(cfg Config, lw *leaderWatch) {
 	s, m := cfg.Server, f.m
 	opts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(unaryInterceptor(lw, m, cfg.Zone, cfg.RoleState, func() time.Duration { return f.fresh.Age() })),
-		grpc.ChainStreamInterceptor(streamInterceptor(lw, m)),
+		grpc.ChainUnaryInterceptor(unaryInterceptor(lw, m, cfg.Zone, cfg.RoleState, func() time.Duration { return f.fresh.Age() }, f.fresh.Touch)),
+		grpc.ChainStreamInterceptor(streamInterceptor(lw, m, f.fresh.Touch)),
 		grpc.MaxRecvMsgSize(int(s.Cfg.MaxRequestBytesWithOverhead())),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(s.Cfg.MaxConcurrentStreams),

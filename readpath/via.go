@@ -32,6 +32,7 @@ func readIndexHandler(fresh *readindex.Freshness, answer func() readindex.Answer
 			http.Error(w, "method not allowed: "+readindex.Path+" takes GET", http.StatusMethodNotAllowed)
 			return
 		}
+		fresh.Touch()
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		if err := fresh.WaitRound(ctx); err != nil {

@@ -12,6 +12,7 @@ import (
 const (
 	idleBase        = "leader idle, 0 replicas"
 	idleFastReplica = "leader idle, 1 replica, rounds every --freshness-interval"
+	idleNoisyOne    = "leader idle, 1 replica, never quiet (rounds every --freshness-idle-interval)"
 	idleOneReplica  = "leader idle, 1 replica"
 	idleFourReplica = "leader idle, 4 replicas"
 	idleStockBase   = "stock etcd leader idle, 0 learners"
@@ -19,10 +20,13 @@ const (
 )
 
 // idleScenario measures what idle replicas cost the leader: its CPU over a
-// quiet window with 0, 1 and 4 replicas serving nothing, and with 1 replica
-// whose freshness rounds never slow down (--freshness-idle-interval 0, the
-// behaviour before idle rounds existed). The same on stock etcd with 0 and
-// 1 stock learner shows what any non-voting member costs the leader (its
+// quiet window with 0, 1 and 4 replicas serving nothing (once they have gone
+// quiet: --freshness-quiet-interval), and, for reference, with 1 replica
+// whose freshness rounds never slow down (--freshness-idle-interval 0
+// --freshness-quiet-interval 0, the behaviour before idle rounds existed)
+// and with 1 replica that never goes quiet (--freshness-quiet-interval 0,
+// the behaviour before quiet rounds). The same on stock etcd with 0 and 1
+// stock learner shows what any non-voting member costs the leader (its
 // heartbeats), which no replica can go below.
 //
 // The leader's CPU is read from /proc in 10 ms ticks, so a window is long
@@ -30,11 +34,16 @@ const (
 // a percent of a core.
 func idleScenario(p params) ([]Row, error) {
 	window := 4 * p.dur
-	measure := func(r *runner, c *harness.Cluster, name string) Row {
+	measure := func(r *runner, c *harness.Cluster, name string, quiet ...*harness.Replica) Row {
 		leader := c.WaitLeader(r, 30*time.Second)
 		// Let joins and catch-up traffic settle: the measured window is
 		// quiet, as an idle cluster is.
 		<-time.After(p.dur / 2)
+		var urls []string
+		for _, rep := range quiet {
+			urls = append(urls, rep.ClientURL)
+		}
+		waitQuiet(r, urls, p.replicaArgs)
 		m := startCPU(map[string]int{"leader": leader.Proc.PID()})
 		start := time.Now()
 		<-time.After(window)
@@ -44,17 +53,21 @@ func idleScenario(p params) ([]Row, error) {
 	err := scenario("idle: understudy", func(r *runner) {
 		c := harness.StartCluster(r, harness.ClusterConfig{N: 3})
 		rows = append(rows, measure(r, c, idleBase))
-		fast := harness.StartReplica(r, c, harness.ReplicaConfig{Name: "fast", Extra: append([]string{"--freshness-idle-interval", "0"}, p.replicaArgs...)})
-		rows = append(rows, measure(r, c, idleFastReplica))
-		fast.Stop()
-		leave(r, c, "fast")
+		for _, ref := range []struct{ name, row, idle string }{{"fast", idleFastReplica, "0"}, {"noisy", idleNoisyOne, "1s"}} {
+			args := append([]string{"--freshness-idle-interval", ref.idle, "--freshness-quiet-interval", "0"}, p.replicaArgs...)
+			rep := harness.StartReplica(r, c, harness.ReplicaConfig{Name: ref.name, Extra: args})
+			rows = append(rows, measure(r, c, ref.row))
+			rep.Stop()
+			leave(r, c, ref.name)
+		}
+		var reps []*harness.Replica
 		for i := range 4 {
-			harness.StartReplica(r, c, harness.ReplicaConfig{Name: fmt.Sprintf("idle%d", i), Extra: p.replicaArgs})
+			reps = append(reps, harness.StartReplica(r, c, harness.ReplicaConfig{Name: fmt.Sprintf("idle%d", i), Extra: p.replicaArgs}))
 			if i == 0 {
-				rows = append(rows, measure(r, c, idleOneReplica))
+				rows = append(rows, measure(r, c, idleOneReplica, reps...))
 			}
 		}
-		rows = append(rows, measure(r, c, idleFourReplica))
+		rows = append(rows, measure(r, c, idleFourReplica, reps...))
 	})
 	if err != nil {
 		return rows, err

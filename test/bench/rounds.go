@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/understudy-kv/understudy/test/harness"
 )
 
 // leaderRounds is how many ReadIndex rounds the replicas at urls have asked
@@ -62,4 +65,50 @@ func scrape(url string) (map[string]*dto.MetricFamily, error) {
 		return nil, fmt.Errorf("%s/metrics: %w", url, err)
 	}
 	return fams, nil
+}
+
+// quietInterval is the --freshness-quiet-interval that args (the replicas'
+// extra arguments) leave in force: the replica's default, 30s, unless they
+// set it; 0 means never quiet.
+func quietInterval(args []string) time.Duration {
+	d := 30 * time.Second
+	for i, a := range args {
+		v, ok := strings.CutPrefix(a, "--freshness-quiet-interval=")
+		if !ok && a == "--freshness-quiet-interval" && i+1 < len(args) {
+			v, ok = args[i+1], true
+		}
+		if ok {
+			if q, err := time.ParseDuration(v); err == nil {
+				d = q
+			}
+		}
+	}
+	return d
+}
+
+// waitQuiet waits until every replica at urls runs its background rounds at
+// its quiet interval (understudy_replica_freshness_period_seconds): one no
+// client has asked anything for that long, as an idle replica is. It returns
+// at once if args keep replicas from going quiet.
+func waitQuiet(r *runner, urls, args []string) {
+	q := quietInterval(args)
+	if q <= 0 {
+		return
+	}
+	harness.WaitFor(r, q+time.Minute, "every replica quiet", func() (bool, error) {
+		for _, u := range urls {
+			fams, err := scrape(u)
+			if err != nil {
+				return false, err
+			}
+			var p float64
+			if f := fams["understudy_replica_freshness_period_seconds"]; f != nil && len(f.Metric) > 0 {
+				p = f.Metric[0].GetGauge().GetValue()
+			}
+			if time.Duration(p*float64(time.Second)) != q {
+				return false, fmt.Errorf("%s: background rounds every %vs, not yet every %v", u, p, q)
+			}
+		}
+		return true, nil
+	})
 }

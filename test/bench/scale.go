@@ -259,6 +259,10 @@ func (g *scaleRig) step(r *runner, n int) []Row {
 	if n > 4 {
 		modes = append(modes, scaleReadsHub4)
 	}
+	// Idle and puts first, by themselves: no client asks the replicas
+	// anything over them, so that they go quiet (--freshness-quiet-interval)
+	// as idle replicas do; the idle window waits for it.
+	g.alternate(first)
 	for i, mode := range modes {
 		if n == 0 {
 			break
@@ -270,16 +274,10 @@ func (g *scaleRig) step(r *runner, n int) []Row {
 			func() { g.readWindow(r, reads, g.replicaClients(n), g.uLeader, g.replicaURLs(n)) },
 			func() { g.readWindow(r, partner, g.followers, g.fLeader, nil) },
 		}
-		if i == 0 {
-			fs = append(first, fs...)
-		}
 		g.alternate(fs)
 		if i == 0 {
 			arms = append(arms, g.rss(n)...)
 		}
-	}
-	if n == 0 {
-		g.alternate(first)
 	}
 	for _, c := range []struct {
 		c *harness.Cluster

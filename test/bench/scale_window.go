@@ -55,6 +55,7 @@ func (a *scaleArm) row(p params) Row {
 // window, and counts the background rounds the replicas at urls asked
 // u's leader for.
 func (g *scaleRig) idleWindow(r *runner, u, s *scaleArm, urls []string) {
+	waitQuiet(r, urls, g.p.replicaArgs)
 	rounds0, err := leaderRounds(urls)
 	if err != nil {
 		r.Fatalf("idle: rounds before: %v", err)

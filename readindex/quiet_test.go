@@ -1,0 +1,126 @@
+package readindex
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/zap/zaptest"
+)
+
+// quietFreshness is a loop with rounds every 50ms while bounded reads come,
+// every second while requests come, and every 10s once none has come for
+// 10s.
+func quietFreshness(t *testing.T) (*Freshness, *clockwork.FakeClock, *fakeRounds, context.Context) {
+	clock := clockwork.NewFakeClock()
+	fr := newFakeRounds()
+	f := NewFreshness(zaptest.NewLogger(t), clock, 50*time.Millisecond, 0, time.Minute, fr.round, nil)
+	f.idleInterval, f.quietInterval = time.Second, 10*time.Second
+	return f, clock, fr, runLoop(t, f)
+}
+
+// idleRound lets the loop's next timer fire after d, and completes the
+// round it starts.
+func idleRound(t *testing.T, ctx context.Context, clock *clockwork.FakeClock, fr *fakeRounds, d time.Duration) {
+	t.Helper()
+	touchedRound(t, ctx, clock, fr, d, nil)
+}
+
+// touchedRound is idleRound with touch called while the loop waits for
+// its timer, so that the loop sees it when the timer fires.
+func touchedRound(t *testing.T, ctx context.Context, clock *clockwork.FakeClock, fr *fakeRounds, d time.Duration, touch func()) {
+	t.Helper()
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if touch != nil {
+		touch()
+	}
+	clock.Advance(d)
+	recv(t, fr.started)
+	send(t, fr.results, nil)
+}
+
+// noRoundWithin fails if the loop starts a round when the clock moves d.
+func noRoundWithin(t *testing.T, ctx context.Context, clock *clockwork.FakeClock, fr *fakeRounds, d time.Duration, why string) {
+	t.Helper()
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(d)
+	select {
+	case <-fr.started:
+		t.Fatal(why)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func TestRoundsGoQuietWhileNoRequestComes(t *testing.T) {
+	f, clock, fr, ctx := quietFreshness(t)
+
+	// Requests come: rounds every second, however long.
+	for range 15 {
+		touchedRound(t, ctx, clock, fr, time.Second, f.Touch)
+	}
+	if f.Quiet() {
+		t.Fatal("quiet while requests came every second")
+	}
+	// None for 10s (the loop last saw one at the 15th round): rounds for
+	// 9 more seconds, then quiet, rounds 10s apart.
+	for range 9 {
+		idleRound(t, ctx, clock, fr, time.Second)
+	}
+	noRoundWithin(t, ctx, clock, fr, time.Second, "a replica with no request for 10s ran a round a second after the last")
+	waitUntil(t, func() bool { return f.Quiet() && f.Period() == 10*time.Second })
+	noRoundWithin(t, ctx, clock, fr, 5*time.Second, "a quiet replica ran a round 6s after the last")
+	clock.Advance(4 * time.Second)
+	recv(t, fr.started)
+	send(t, fr.results, nil)
+	if age := f.Age(); age > 10*time.Second {
+		t.Fatalf("a quiet replica's freshness is %v old after its round", age)
+	}
+
+	// The first request after the quiet spell starts a round at once (the
+	// last one was more than a second ago), with no timer firing.
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(3 * time.Second)
+	f.Touch()
+	recv(t, fr.started)
+	send(t, fr.results, nil)
+	waitUntil(t, func() bool { return !f.Quiet() && f.Period() == time.Second })
+}
+
+func TestBoundedReadsKeepFullRateEvenWhenQuiet(t *testing.T) {
+	f, clock, fr, ctx := quietFreshness(t)
+	for range 9 {
+		idleRound(t, ctx, clock, fr, time.Second)
+	}
+	noRoundWithin(t, ctx, clock, fr, time.Second, "a replica with no request for 10s ran a round a second after the last")
+	waitUntil(t, f.Quiet)
+	// A bounded read (Demand; its RPC also touches): rounds every 50ms.
+	f.Touch()
+	f.Demand()
+	recv(t, fr.started)
+	send(t, fr.results, nil)
+	idleRound(t, ctx, clock, fr, 50*time.Millisecond)
+	if f.Quiet() || f.Period() != 50*time.Millisecond {
+		t.Fatalf("after a bounded read: quiet %v, period %v; want not quiet, 50ms", f.Quiet(), f.Period())
+	}
+}
+
+func TestNeverQuietWithoutAQuietInterval(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	fr := newFakeRounds()
+	f := NewFreshness(zaptest.NewLogger(t), clock, 50*time.Millisecond, 0, time.Minute, fr.round, nil)
+	f.idleInterval = time.Second
+	ctx := runLoop(t, f)
+	for range 40 {
+		idleRound(t, ctx, clock, fr, time.Second)
+	}
+	if f.Quiet() || f.Period() != time.Second {
+		t.Fatalf("no quiet interval, 40s without requests: quiet %v, period %v; want not quiet, 1s", f.Quiet(), f.Period())
+	}
+}
