@@ -207,6 +207,19 @@ func TestReplicaQuietIntervalMustBeSlowerThanTheOthers(t *testing.T) {
 			t.Errorf("--freshness-quiet-interval %v: got %v, want %q", tc.quiet, err, tc.want)
 		}
 	}
+	// A replica set up before quiet replicas, with idle rounds 30s or more
+	// apart, keeps starting: the default then means never quiet.
+	cfg := DefaultReplica()
+	cfg.FreshnessIdleInterval = time.Minute
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("--freshness-idle-interval 1m with the default quiet interval refused: %v", err)
+	}
+	if q := cfg.QuietInterval(); q != 0 {
+		t.Errorf("--freshness-idle-interval 1m: quiet interval in force %v, want 0 (never quiet)", q)
+	}
+	if q := DefaultReplica().QuietInterval(); q != DefaultFreshnessQuietInterval {
+		t.Errorf("default quiet interval in force %v, want %v", q, DefaultFreshnessQuietInterval)
+	}
 }
 
 func writeFile(t *testing.T, path, body string) {

@@ -188,6 +188,21 @@ type TLS struct {
 // Enabled reports whether any certificate is configured.
 func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" || t.TrustedCAFile != "" }
 
+// DefaultFreshnessQuietInterval is --freshness-quiet-interval's default. A
+// replica whose other freshness intervals are as slow or slower (set before
+// quiet replicas existed) never goes quiet with it, rather than be refused.
+const DefaultFreshnessQuietInterval = 30 * time.Second
+
+// QuietInterval is the --freshness-quiet-interval in force: 0 (never quiet)
+// unless it is slower than --freshness-interval and
+// --freshness-idle-interval.
+func (c Replica) QuietInterval() time.Duration {
+	if c.FreshnessQuietInterval <= max(c.FreshnessInterval, c.FreshnessIdleInterval) {
+		return 0
+	}
+	return c.FreshnessQuietInterval
+}
+
 // DefaultReplica is a replica on 127.0.0.1:2479 (clients) and :2480 (peers),
 // beside a default etcd or primary on 2379/2380.
 func DefaultReplica() Replica {
@@ -202,7 +217,7 @@ func DefaultReplica() Replica {
 		JoinTimeout:            2 * time.Minute,
 		FreshnessInterval:      50 * time.Millisecond,
 		FreshnessIdleInterval:  time.Second,
-		FreshnessQuietInterval: 30 * time.Second,
+		FreshnessQuietInterval: DefaultFreshnessQuietInterval,
 		ReadBatchInterval:      2 * time.Millisecond,
 		ReadBatchMaxWait:       2 * time.Millisecond,
 		ReadIndexViaTimeout:    200 * time.Millisecond,
@@ -277,7 +292,8 @@ func (c Replica) Validate() error {
 	if c.FreshnessIdleInterval < 0 {
 		add("--freshness-idle-interval %v: must be 0 (always --freshness-interval) or more", c.FreshnessIdleInterval)
 	}
-	if slower := max(c.FreshnessInterval, c.FreshnessIdleInterval); c.FreshnessQuietInterval < 0 || (c.FreshnessQuietInterval > 0 && c.FreshnessQuietInterval <= slower) {
+	if slower := max(c.FreshnessInterval, c.FreshnessIdleInterval); c.FreshnessQuietInterval < 0 ||
+		(c.FreshnessQuietInterval > 0 && c.FreshnessQuietInterval <= slower && c.FreshnessQuietInterval != DefaultFreshnessQuietInterval) {
 		add("--freshness-quiet-interval %v: must be 0 (never quiet) or more than --freshness-interval and --freshness-idle-interval (%v)", c.FreshnessQuietInterval, slower)
 	}
 	if c.ReadBatchInterval < 0 || c.ReadBatchInterval > c.FreshnessInterval {

@@ -140,6 +140,13 @@ func memberStatus(ctx context.Context, cli *clientv3.Client, s *Member, now time
 			s.contact = now.Add(-age)
 		}
 	}
+	// The leader contact itself, where the replica tells it: a quiet
+	// replica's freshness rounds are far apart, its raft traffic is not.
+	if v := hdr.Get(wire.LeaderContactAgeKey); len(v) > 0 {
+		if age, err := time.ParseDuration(v[0]); err == nil {
+			s.contact = now.Add(-age)
+		}
+	}
 	if v := hdr.Get(wire.RoleStateKey); len(v) > 0 {
 		s.RoleState = v[0]
 	}

@@ -60,10 +60,11 @@ type Freshness struct {
 	// a quiet spell wakes the loop, which starts a round at once.
 	quietInterval time.Duration
 	// touched: a client request came since the loop last looked (Touch);
-	// quiet: the loop runs at quietInterval; periodNs: the background
-	// period the loop runs at now. All three are read without mu: Touch is
-	// on every request's path.
-	touched  atomic.Bool
+	// on a cache line of its own, as every request reads it. quiet: the
+	// loop runs at quietInterval; periodNs: the background period the
+	// loop runs at now. All three are used without mu: Touch is on every
+	// request's path.
+	touched  paddedBool
 	quiet    atomic.Bool
 	periodNs atomic.Int64
 
@@ -129,6 +130,21 @@ func NewFreshness(lg *zap.Logger, clock clockwork.Clock, interval, minGap, timeo
 	return f
 }
 
+// Proved records a ReadIndex round that another caller of the member's
+// round function ran (etcd's linearizable_read readiness check, through the
+// same LinearizableReadNotify): it started after start and completed, so
+// the local store is fresh as of start.
+func (f *Freshness) Proved(start time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !start.After(f.mu.asOf) {
+		return
+	}
+	f.mu.asOf = start
+	close(f.mu.changed)
+	f.mu.changed = make(chan struct{})
+}
+
 // AsOf returns the time the local store is known fresh as of; zero if never.
 func (f *Freshness) AsOf() time.Time {
 	f.mu.Lock()
@@ -175,13 +191,29 @@ func (f *Freshness) HubRounds() (inFlight int, overlapped uint64) {
 	return f.mu.hubInFlight, f.mu.overlapped
 }
 
-// Demand records a bounded read: rounds keep their full rate while bounded
-// reads come, so that they are served locally.
-func (f *Freshness) Demand() {
+// Demand records a bounded read with the given bound: rounds keep their
+// full rate while bounded reads come that the idle rate could not serve
+// locally (a bound under twice the idle interval: between idle rounds the
+// freshness age climbs to the interval plus a round). A looser bound, as a
+// balancer's probes carry (5s by default), is served by idle rounds alone
+// and costs the leader no more rounds.
+func (f *Freshness) Demand(bound time.Duration) {
+	if f.idleInterval > f.interval && bound >= 2*f.idleInterval {
+		return
+	}
 	now := f.clock.Now()
 	f.mu.Lock()
 	f.mu.demand = now
 	f.mu.Unlock()
+}
+
+// paddedBool is an atomic.Bool alone on its cache line: the loop's and the
+// reads' writes to the fields around it do not evict it from the cores
+// that only read it.
+type paddedBool struct {
+	_ [64]byte
+	atomic.Bool
+	_ [64]byte
 }
 
 // Touch records a client request (any RPC, the JSON gateway's included,
@@ -215,21 +247,32 @@ func (f *Freshness) Period() time.Duration { return time.Duration(f.periodNs.Loa
 func (f *Freshness) period() time.Duration {
 	now := f.clock.Now()
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.touched.Swap(false) {
 		f.mu.active = now
 	}
-	demand, active := f.mu.demand, f.mu.active
-	f.mu.Unlock()
 	p, quiet := f.interval, false
 	switch {
-	case !demand.IsZero() && now.Sub(demand) <= idleAfter:
-	case f.quietInterval > max(f.interval, f.idleInterval) && now.Sub(active) >= f.quietInterval:
+	case !f.mu.demand.IsZero() && now.Sub(f.mu.demand) <= idleAfter:
+	case f.quietInterval > max(f.interval, f.idleInterval) && now.Sub(f.mu.active) >= f.quietInterval:
 		p, quiet = f.quietInterval, true
+		// Touch sets touched, then reads quiet; this sets quiet, then
+		// reads touched. So a request that came after the swap above and
+		// found quiet unset (and so did not kick) is seen here: without
+		// this, the loop would sleep a whole quiet interval past it.
+		f.quiet.Store(true)
+		if f.touched.Load() {
+			p, quiet = max(f.interval, f.idleInterval), false
+		}
 	default:
 		p = max(f.interval, f.idleInterval)
 	}
-	f.quiet.Store(quiet)
-	f.periodNs.Store(int64(p))
+	if !quiet && f.quiet.Load() {
+		f.quiet.Store(false)
+	}
+	if f.periodNs.Load() != int64(p) {
+		f.periodNs.Store(int64(p))
+	}
 	return p
 }
 

@@ -15,28 +15,46 @@ import (
 // kvService is counted by kvServer itself, which knows the read mode.
 const kvService = "etcdserverpb.KV"
 
+// probeAnswer is what a replica tells a balancer's or `replica status`'s
+// probe (a request carrying wire.ProbeKey), in response headers.
+type probeAnswer struct {
+	zone      string
+	roleState func() string
+	// freshness is the freshness age; contact, the time since the leader
+	// was last heard from (false if never).
+	freshness func() time.Duration
+	contact   func() (time.Duration, bool)
+}
+
+// header is the probe's answer: best effort (a probe without it only loses
+// affinity or freshness information).
+func (p probeAnswer) header() metadata.MD {
+	md := metadata.Pairs(wire.FreshnessAgeKey, p.freshness().String())
+	if d, ok := p.contact(); ok {
+		md.Set(wire.LeaderContactAgeKey, d.String())
+	}
+	if p.zone != "" {
+		md.Set(wire.ZoneKey, p.zone)
+	}
+	if p.roleState != nil {
+		if st := p.roleState(); st != "" {
+			md.Set(wire.RoleStateKey, st)
+		}
+	}
+	return md
+}
+
 // unaryInterceptor counts requests (and tells touch of each, so that the
 // freshness rounds keep their pace while clients come: see
-// readindex.Freshness.Touch) and, like etcd's own, refuses a request that
-// requires a leader when the member knows none; so it does any request
-// that would be a raft proposal (see proposes). It does not refuse
-// learners: serving them is this package's point.
-func unaryInterceptor(lw *leaderWatch, m *Metrics, zone string, roleState func() string, age func() time.Duration, touch func()) grpc.UnaryServerInterceptor {
+// readindex.Freshness.Touch), answers probes, and, like etcd's own, refuses
+// a request that requires a leader when the member knows none; so it does
+// any request that would be a raft proposal (see proposes). It does not
+// refuse learners: serving them is this package's point.
+func unaryInterceptor(lw *leaderWatch, m *Metrics, probe probeAnswer, touch func()) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		touch()
 		if isProbe(ctx) {
-			// Best effort: a probe without these only loses affinity or
-			// freshness information.
-			md := metadata.Pairs(wire.FreshnessAgeKey, age().String())
-			if zone != "" {
-				md.Set(wire.ZoneKey, zone)
-			}
-			if roleState != nil {
-				if st := roleState(); st != "" {
-					md.Set(wire.RoleStateKey, st)
-				}
-			}
-			_ = grpc.SetHeader(ctx, md)
+			_ = grpc.SetHeader(ctx, probe.header())
 		}
 		service, method := splitMethod(info.FullMethod)
 		if service != kvService {

@@ -53,7 +53,7 @@ func TestNoLeaderRefusesProposalsOnly(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	leader := uint64(1)
 	lw := newLeaderWatch(readindex.NewLeaderContact(clock, func() uint64 { return leader }, silentTransport{}), clock, time.Second)
-	ic := unaryInterceptor(lw, NewMetrics(nil), "", nil, func() time.Duration { return 0 }, func() {})
+	ic := unaryInterceptor(lw, NewMetrics(nil), probeAnswer{freshness: func() time.Duration { return 0 }, contact: func() (time.Duration, bool) { return 0, false }}, func() {})
 	call := func(method string, req any) (bool, error) {
 		called := false
 		_, err := ic(context.Background(), req, &grpc.UnaryServerInfo{FullMethod: method}, func(context.Context, any) (any, error) {

@@ -25,11 +25,16 @@ const (
 	// traffic, within one election timeout.
 	checkLeaderContact = "leader_contact"
 	// checkFreshness: the replica's freshness (see readindex.Freshness) is within
-	// MaxStaleness; a quiet replica (no client requests, so rounds far apart)
-	// does a round for the probe first.
+	// MaxStaleness. It runs after etcd's checks, whose linearizable_read
+	// round proves freshness as of the probe's start; failing that, a stale
+	// replica (a quiet one: no client requests, so rounds far apart) does
+	// a round for the probe.
 	checkFreshness = "freshness"
 	// etcdNonLearner is etcd's readyz check that fails every learner.
 	etcdNonLearner = "non_learner"
+	// etcdLinearizableRead is etcd's readyz check that does a ReadIndex
+	// round (EtcdServer.LinearizableReadNotify).
+	etcdLinearizableRead = "linearizable_read"
 )
 
 // ReadyConfig says when a replica is ready to serve.
@@ -76,12 +81,11 @@ func (r *readiness) checks() map[string]func(context.Context) error {
 			return fmt.Errorf("leader %x last heard from %v ago (at most one election timeout, %v)", leader, r.clock.Since(at).Round(time.Millisecond), r.election)
 		},
 		checkFreshness: func(ctx context.Context) error {
-			if r.fresh.Age() > r.cfg.MaxStaleness && r.fresh.Quiet() {
-				// Nobody asks this replica for anything, so its rounds
-				// are far apart (--freshness-quiet-interval): prove
-				// freshness for the probe now, within an election
-				// timeout (a probe's patience is short), rather than
-				// keep up rounds no client reads.
+			if r.fresh.Age() > r.cfg.MaxStaleness {
+				// Rounds far apart (a quiet replica: no client asks it
+				// anything, see --freshness-quiet-interval), or just
+				// failing: prove freshness for the probe now, within an
+				// election timeout (a probe's patience is short).
 				wctx, cancel := context.WithTimeout(ctx, r.election)
 				_ = r.fresh.WaitFresh(wctx, r.clock.Now().Add(-r.cfg.MaxStaleness))
 				cancel()
@@ -125,7 +129,7 @@ func (r *readiness) handler(etcd http.Handler) http.Handler {
 		var lines []string
 		failed := false
 		for name, check := range own {
-			if !excluded[name] {
+			if !excluded[name] && name != checkFreshness {
 				l := runCheck(req.Context(), name, check)
 				failed = failed || strings.HasPrefix(l, "[-]")
 				lines = append(lines, l)
@@ -141,7 +145,19 @@ func (r *readiness) handler(etcd http.Handler) http.Handler {
 			ctx, cancel = context.WithTimeout(ctx, r.election)
 			defer cancel()
 		}
-		lines = append(lines, r.etcdChecks(etcd, req.WithContext(ctx), excluded)...)
+		start := r.clock.Now()
+		etcdLines := r.etcdChecks(etcd, req.WithContext(ctx), excluded)
+		if slices.Contains(etcdLines, "[+]"+etcdLinearizableRead+" ok") {
+			// etcd's check is a ReadIndex round through the member's
+			// LinearizableReadNotify, as the replica's own rounds are,
+			// started after start: the store is fresh as of start, and
+			// the freshness check needs no round of its own.
+			r.fresh.Proved(start)
+		}
+		lines = append(lines, etcdLines...)
+		if !excluded[checkFreshness] {
+			lines = append(lines, runCheck(req.Context(), checkFreshness, own[checkFreshness]))
+		}
 		slices.SortFunc(lines, func(a, b string) int { return strings.Compare(a[3:], b[3:]) })
 		writeChecks(w, req, lines)
 	})

@@ -266,7 +266,11 @@ const streamWorkers = 128
 func (f *Front) newGRPC(cfg Config, lw *leaderWatch) {
 	s, m := cfg.Server, f.m
 	opts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(unaryInterceptor(lw, m, cfg.Zone, cfg.RoleState, func() time.Duration { return f.fresh.Age() }, f.fresh.Touch)),
+		grpc.ChainUnaryInterceptor(unaryInterceptor(lw, m, probeAnswer{zone: cfg.Zone, roleState: cfg.RoleState, freshness: f.fresh.Age,
+			contact: func() (time.Duration, bool) {
+				leader, at := f.contact.Last()
+				return cfg.Clock.Since(at), leader != 0 && !at.IsZero()
+			}}, f.fresh.Touch)),
 		grpc.ChainStreamInterceptor(streamInterceptor(lw, m, f.fresh.Touch)),
 		grpc.MaxRecvMsgSize(int(s.Cfg.MaxRequestBytesWithOverhead())),
 		grpc.MaxSendMsgSize(math.MaxInt32),

@@ -66,7 +66,7 @@ func newFront(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cl
 		MaxStaleness:           cfg.MaxStaleness,
 		FreshnessInterval:      cfg.FreshnessInterval,
 		FreshnessIdleInterval:  cfg.FreshnessIdleInterval,
-		FreshnessQuietInterval: cfg.FreshnessQuietInterval,
+		FreshnessQuietInterval: cfg.QuietInterval(),
 		ReadBatchInterval:      cfg.ReadBatchInterval,
 		ReadBatchMaxWait:       cfg.ReadBatchMaxWait,
 		Via:                    via,

@@ -23,8 +23,15 @@ const (
 	// tells how stale its store may be (a Go duration: the time since the
 	// start of its last completed ReadIndex round), in answer to a request
 	// carrying ProbeKey. It also proves when the replica last heard from
-	// the leader.
+	// the leader (but a quiet replica's rounds are far apart: see
+	// LeaderContactAgeKey).
 	FreshnessAgeKey = "understudy-freshness-age"
+
+	// LeaderContactAgeKey is the response header key under which a replica
+	// tells how long ago it last heard from its leader (a Go duration; by
+	// raft's own traffic or its own ReadIndex rounds), in answer to a
+	// request carrying ProbeKey; absent while it knows no leader.
+	LeaderContactAgeKey = "understudy-leader-contact-age"
 
 	// RoleStateKey is the response header key under which a replica with
 	// --role standby or voter tells what its role loop is doing, and why
