@@ -115,7 +115,7 @@ func mirrorSourceScenario(p params) ([]Row, error) {
 		for _, a := range arms {
 			rows = append(rows, a.result(p, order))
 		}
-		rows = append(rows, mirrorSyncRows(r, tp, p, dc, dst.Endpoints()[0], p.mirrorSyncKeys, p.mirrorSourceWindows)...)
+		rows = append(rows, mirrorSyncRows(r, tp, p, dst, p.mirrorSyncKeys, p.mirrorSourceWindows)...)
 		// The windows and the syncs left their copies in the destination
 		// (live keys: compaction does not free them), and the catch-ups
 		// write 40 MB a round per arm, twice over with the ownership

@@ -35,8 +35,18 @@ type mirrorSyncArm struct {
 // sync is a fresh `replica mirror` into a destination prefix of its own;
 // the arms alternate, rounds times each; no puts run meanwhile, and the
 // leader's CPU over an idle window of 2 s just before each sync, scaled to
-// the sync's time, is taken off.
-func mirrorSyncRows(r *runner, tp *topology, p params, dc *clientv3.Client, dstEndpoint string, keys, rounds int) []Row {
+// the sync's time, is taken off. The destination dst is wiped, compacted
+// and defragmented before the syncs and after each round (a sync's copy is
+// 40 MB of live keys: 16 rounds of them, beside the put windows' copies,
+// passed etcd's 2 GiB quota, and the next sync waited on NOSPACE forever);
+// that work is not in any sync's window.
+func mirrorSyncRows(r *runner, tp *topology, p params, dst *harness.Cluster, keys, rounds int) []Row {
+	dc, dstEndpoint := dst.Client(r), dst.Endpoints()[0]
+	clean := func() {
+		wipe(r, dst)
+		compactDest(r, dst)
+	}
+	clean()
 	put := clients(r, tp.leader.ClientURL, 1)[0]
 	harness.Fill(r, put, keys, func(i int) (string, string) {
 		return fmt.Sprintf("mirrorsync/%07d", i), fmt.Sprintf("%0*d", p.mirrorSyncValue, i)
@@ -53,6 +63,7 @@ func mirrorSyncRows(r *runner, tp *topology, p params, dc *clientv3.Client, dstE
 			}
 			a.sync(r, tp, dc, dstEndpoint, keys, round)
 		}
+		clean()
 	}
 	var rows []Row
 	for _, a := range arms {
