@@ -39,6 +39,7 @@ func scenarios(quick bool, consistency string) []scenarioSpec {
 		{"catchup", []string{"catch-up"}, catchupScenario},
 		{"mirror", []string{"mirror"}, mirrorScenario},
 		{"mirror-source", []string{"mirror-source"}, mirrorSourceScenario},
+		{"mirror-catchup", []string{"mirror-catchup"}, mirrorCatchUpScenario},
 		{"idle", []string{"idle"}, idleScenario},
 		{"compare", []string{"compare"}, func(params) ([]Row, error) { return compareScenario(quick, consistency) }},
 		{"regions", []string{regionsID}, func(p params) ([]Row, error) { return regionsScenario(p, quick, regionsPlotDir(quick)) }},
@@ -68,7 +69,7 @@ func main() {
 	consistency := flag.String("consistency", "CONSISTENCY.md", "where the compare scenario writes its tables (its plots go in docs/consistency/ beside it)")
 	replicaArgs := flag.String("replica-args", "", "extra flags for every replica, space-separated (for tuning experiments; recorded in the report)")
 	render := flag.Bool("render", false, "run nothing: write the report again from the raw figures (--json) of an earlier run, after a change to how it is written")
-	windows := flag.Int("windows", 0, "windows per arm in the scenarios that alternate arms (headers, mirror-source): more narrows their ratios' error on a noisy machine; 0 keeps the mode's (full: 16 and 8)")
+	windows := flag.Int("windows", 0, "windows per arm in the scenarios that alternate arms (headers, mirror-source, mirror-catchup): more narrows their ratios' error on a noisy machine; 0 keeps the mode's (full: 16 and 8)")
 	flag.Parse()
 
 	if *windows < 0 {

@@ -86,7 +86,7 @@ func mirrorCatchUpRows(r *runner, tp *topology, p params, dst *harness.Cluster, 
 	for _, a := range arms {
 		note := fmt.Sprintf("`replica mirror --source-endpoints` %s's client URL only, stopped while %d events were written (transactions of 100 puts of %d B), then started again: it resumes from its checkpoint and its watch delivers them all; %d catch-ups, alternating with the other source; the leader's idle CPU over as long taken off; leader CPU-s/10k events per catch-up: %s",
 			a.endpointName(), events, p.mirrorSyncValue, a.catchUps, windowsText(a.perCatchUp, 3))
-		rows = append(rows, Row{Scenario: "mirror-source", Name: a.row, Note: note, Windows: a.perCatchUp, WindowsMetric: "leader CPU/10k",
+		rows = append(rows, Row{Scenario: "mirror-catchup", Name: a.row, Note: note, Windows: a.perCatchUp, WindowsMetric: "leader CPU/10k",
 			Result: Result{Ops: a.events, Seconds: a.seconds, Throughput: float64(a.events) / a.seconds, CPU: map[string]float64{"leader": a.cpu}}})
 	}
 	return rows
