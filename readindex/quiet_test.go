@@ -13,10 +13,16 @@ import (
 // every second while requests come, and every 10s once none has come for
 // 10s.
 func quietFreshness(t *testing.T) (*Freshness, *clockwork.FakeClock, *fakeRounds, context.Context) {
+	return freshnessLoop(t, 10*time.Second)
+}
+
+// freshnessLoop is quietFreshness with quiet as the quiet interval (0:
+// never quiet).
+func freshnessLoop(t *testing.T, quiet time.Duration) (*Freshness, *clockwork.FakeClock, *fakeRounds, context.Context) {
 	clock := clockwork.NewFakeClock()
 	fr := newFakeRounds()
 	f := NewFreshness(zaptest.NewLogger(t), clock, 50*time.Millisecond, 0, time.Minute, fr.round, nil)
-	f.idleInterval, f.quietInterval = time.Second, 10*time.Second
+	f.idleInterval, f.quietInterval = time.Second, quiet
 	return f, clock, fr, runLoop(t, f)
 }
 
@@ -112,11 +118,7 @@ func TestBoundedReadsKeepFullRateEvenWhenQuiet(t *testing.T) {
 }
 
 func TestNeverQuietWithoutAQuietInterval(t *testing.T) {
-	clock := clockwork.NewFakeClock()
-	fr := newFakeRounds()
-	f := NewFreshness(zaptest.NewLogger(t), clock, 50*time.Millisecond, 0, time.Minute, fr.round, nil)
-	f.idleInterval = time.Second
-	ctx := runLoop(t, f)
+	f, clock, fr, ctx := freshnessLoop(t, 0)
 	for range 40 {
 		idleRound(t, ctx, clock, fr, time.Second)
 	}

@@ -2,11 +2,8 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -61,19 +58,7 @@ func TestQuietReplica(t *testing.T) {
 	// `replica status` judges promotion by the leader contact, which a
 	// quiet replica keeps through raft's heartbeats.
 	stale()
-	out, err := exec.Command(bins.Replica, "status", "-w", "json", "--endpoints", strings.Join(c.Endpoints(), ",")).Output()
-	if err != nil {
-		t.Fatalf("replica status: %v", err)
-	}
-	var sts []struct {
-		Name       string `json:"name"`
-		Freshness  string `json:"freshness_age"`
-		Promotable *bool  `json:"promotable"`
-		Why        string `json:"promotion"`
-	}
-	if err := json.Unmarshal(out, &sts); err != nil {
-		t.Fatalf("replica status -w json: %v\n%s", err, out)
-	}
+	sts, out := replicaStatus(t, bins, c.Endpoints()...)
 	found := false
 	for _, s := range sts {
 		if s.Name == "r1" {

@@ -198,25 +198,7 @@ func TestReplicaStatusAgreesWithEtcdctl(t *testing.T) {
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	r := startReplica(t, bins, c, "r1", replicaOpts{})
-	out, err := exec.Command(bins.Replica, "status", "-w", "json", "--endpoints", strings.Join(c.Endpoints(), ",")).Output()
-	if err != nil {
-		t.Fatalf("replica status: %v", err)
-	}
-	var sts []struct {
-		Name       string `json:"name"`
-		ID         string `json:"id"`
-		IsLearner  bool   `json:"is_learner"`
-		IsLeader   bool   `json:"is_leader"`
-		Replica    bool   `json:"understudy_replica"`
-		Leader     string `json:"leader"`
-		RaftTerm   uint64 `json:"raft_term"`
-		Lag        uint64 `json:"lag_entries"`
-		Freshness  string `json:"freshness_age"`
-		Promotable *bool  `json:"promotable"`
-	}
-	if err := json.Unmarshal(out, &sts); err != nil {
-		t.Fatalf("replica status -w json does not parse: %v\n%s", err, out)
-	}
+	sts, _ := replicaStatus(t, bins, c.Endpoints()...)
 	var ml struct {
 		Members []struct {
 			ID        uint64 `json:"ID"`

@@ -191,8 +191,25 @@ func TestStandbyWithoutRightsSaysWhichCallIsRefused(t *testing.T) {
 	}
 }
 
-// roleStates asks `replica status -w json` for each member's role state.
-func roleStates(t *testing.T, bins *harness.Bins, endpoints ...string) map[string]string {
+// statusRow is one member as `replica status -w json` shows it.
+type statusRow struct {
+	Name       string `json:"name"`
+	ID         string `json:"id"`
+	IsLearner  bool   `json:"is_learner"`
+	IsLeader   bool   `json:"is_leader"`
+	Replica    bool   `json:"understudy_replica"`
+	Leader     string `json:"leader"`
+	RaftTerm   uint64 `json:"raft_term"`
+	Lag        uint64 `json:"lag_entries"`
+	Freshness  string `json:"freshness_age"`
+	Promotable *bool  `json:"promotable"`
+	Why        string `json:"promotion"`
+	RoleState  string `json:"role_state"`
+}
+
+// replicaStatus runs `replica status -w json` against endpoints; it also
+// returns the output, for failure messages.
+func replicaStatus(t *testing.T, bins *harness.Bins, endpoints ...string) ([]statusRow, []byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -200,13 +217,17 @@ func roleStates(t *testing.T, bins *harness.Bins, endpoints ...string) map[strin
 	if err != nil {
 		t.Fatalf("replica status: %v", err)
 	}
-	var sts []struct {
-		Name      string `json:"name"`
-		RoleState string `json:"role_state"`
-	}
+	var sts []statusRow
 	if err := json.Unmarshal(out, &sts); err != nil {
-		t.Fatalf("replica status -w json: %v\n%s", err, out)
+		t.Fatalf("replica status -w json does not parse: %v\n%s", err, out)
 	}
+	return sts, out
+}
+
+// roleStates asks `replica status -w json` for each member's role state.
+func roleStates(t *testing.T, bins *harness.Bins, endpoints ...string) map[string]string {
+	t.Helper()
+	sts, _ := replicaStatus(t, bins, endpoints...)
 	states := map[string]string{}
 	for _, s := range sts {
 		states[s.Name] = s.RoleState
