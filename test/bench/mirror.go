@@ -119,6 +119,9 @@ type lagRun struct {
 	// cpu are the processes whose CPU is measured over the puts' window
 	// (not the wait for the last events after it).
 	cpu map[string]int
+	// profile, if set, is the client URL of a member (run with
+	// --enable-pprof) whose CPU profile is taken over the puts' window.
+	profile string
 }
 
 // lagMeasure is what a lagRun measured.
@@ -128,6 +131,10 @@ type lagMeasure struct {
 	cpu      map[string]float64
 	// window is how long the puts went on.
 	window time.Duration
+	// profile is lagRun.profile's member's CPU profile over the window.
+	profile cpuProfile
+	// profileErr is why it could not be taken.
+	profileErr error
 }
 
 func (lr lagRun) measure() lagMeasure {
@@ -173,8 +180,19 @@ func (lr lagRun) measure() lagMeasure {
 	started.Wait()
 	cpu := startCPU(lr.cpu)
 	start := time.Now()
+	profiled := make(chan lagMeasure, 1)
+	if lr.profile != "" {
+		go func() {
+			p, err := profileCPU(ctx, lr.profile, lr.dur)
+			profiled <- lagMeasure{profile: p, profileErr: err}
+		}()
+	}
 	puts := putAt(ctx, lr.put, lr.rate, lr.dur, lr.pad)
 	m := lagMeasure{puts: puts, cpu: cpu.stop(), window: time.Since(start)}
+	if lr.profile != "" {
+		p := <-profiled
+		m.profile, m.profileErr = p.profile, p.profileErr
+	}
 	if lr.dst != nil {
 		// Let the last events arrive: until all have, or for 30 seconds;
 		// what is missing then is reported as errors.

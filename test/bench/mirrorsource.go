@@ -36,9 +36,17 @@ type mirrorSourceArm struct {
 	rounds float64
 	// perWindow is the leader's CPU-s per 10,000 puts in each window.
 	perWindow []float64
-	lag       []Result
-	cpu       map[string]float64
-	seconds   float64
+	// servingWindow is, by the leader's CPU profile, its CPU-s per 10,000
+	// puts serving watches and gRPC frames in each window; prof sums the
+	// profiles.
+	servingWindow []float64
+	// replicationWindow is, likewise, its CPU-s per 10,000 puts in raft
+	// and its peer transport.
+	replicationWindow []float64
+	prof              cpuProfile
+	lag               []Result
+	cpu               map[string]float64
+	seconds           float64
 }
 
 // mirrorSourceScenario measures what a mirror costs its source's leader,
@@ -60,7 +68,9 @@ type mirrorSourceArm struct {
 func mirrorSourceScenario(p params) ([]Row, error) {
 	var rows []Row
 	err := scenario("mirror-source", func(r *runner) {
-		tp := understudyTopology(r, p.replicaArgs...)
+		// --enable-pprof: the leader's CPU profile tells its watch
+		// serving apart from the puts' cost (see profileCPU).
+		tp := understudyTopologyWith(r, []string{"--enable-pprof"}, p.replicaArgs...)
 		dst := harness.StartCluster(r, harness.ClusterConfig{N: 1, Token: "bench-dest"})
 		dc := dst.Client(r)
 		defer isolateSourceLeader(r, tp, dst)()
@@ -99,7 +109,7 @@ func mirrorSourceScenario(p params) ([]Row, error) {
 			reclaim(r, tp, dst)
 		}
 		for _, a := range arms {
-			rows = append(rows, a.result(p, order))
+			rows = append(rows, a.result(p, order), a.servingResult())
 		}
 		rows = append(rows, mirrorSyncRows(r, tp, p, dst, p.mirrorSyncKeys, p.mirrorSourceWindows)...)
 	})
@@ -146,7 +156,7 @@ func isolateSourceLeader(r *runner, tp *topology, dst *harness.Cluster) func() {
 // mirrorSourceWindow measures one window of arm a: the mirror started (if
 // the arm has one) and streaming, then the puts and the CPU.
 func mirrorSourceWindow(r *runner, tp *topology, p params, a *mirrorSourceArm, put, srcWatch, dc *clientv3.Client, dstEndpoint string) {
-	lr := lagRun{put: put, srcWatch: srcWatch, rate: p.mirrorSourceRate, dur: p.dur, pad: p.mirrorSourceValue, cpu: tp.pids()}
+	lr := lagRun{put: put, srcWatch: srcWatch, rate: p.mirrorSourceRate, dur: p.dur, pad: p.mirrorSourceValue, cpu: tp.pids(), profile: tp.leader.ClientURL}
 	if a.endpoint != "" {
 		bin, args := understudyMirror().cmd(tp.cluster.Bins, a.endpoint, dstEndpoint)
 		proc := harness.Start(r, harness.ProcConfig{Name: "mirror", Bin: bin, Args: args})
@@ -161,6 +171,9 @@ func mirrorSourceWindow(r *runner, tp *topology, p params, a *mirrorSourceArm, p
 		r.Fatalf("%s: rounds before: %v", a.row, err)
 	}
 	m := lr.measure()
+	if m.profileErr != nil {
+		r.Fatalf("%s: %v", a.row, m.profileErr)
+	}
 	events := leaderWatchEvents(r, tp.leader.ClientURL) - events0
 	rounds1, err := leaderRounds(tp.replicaURLs)
 	if err != nil {
@@ -172,6 +185,9 @@ func mirrorSourceWindow(r *runner, tp *topology, p params, a *mirrorSourceArm, p
 	}
 	a.leaderEvents += events
 	a.perWindow = append(a.perWindow, m.cpu["leader"]*10000/float64(max(m.puts, 1)))
+	a.servingWindow = append(a.servingWindow, m.profile.serving()*10000/float64(max(m.puts, 1)))
+	a.prof.add(m.profile)
+	a.replicationWindow = append(a.replicationWindow, m.profile.replication*10000/float64(max(m.puts, 1)))
 	a.windows++
 	a.puts += m.puts
 	a.seconds += m.window.Seconds()
@@ -186,6 +202,7 @@ func mirrorSourceWindow(r *runner, tp *topology, p params, a *mirrorSourceArm, p
 	}
 	r.Logf("%-46s %d puts in %v, leader %.3f CPU-s (%.1f %% of a core, %.3f CPU-s/10k puts); lag p50 %v p99 %v (%d of %d); the leader sent %.0f watch events; the replica's rounds: %.0f", a.row, m.puts, m.window.Round(time.Millisecond),
 		m.cpu["leader"], 100*m.cpu["leader"]/m.window.Seconds(), m.cpu["leader"]*10000/float64(max(m.puts, 1)), m.lag.P50, m.lag.P99, m.lag.Ops, m.puts, events, rounds1-rounds0)
+	r.Logf("%-46s by profile: %.2f CPU-s in all, %.2f serving watches, %.2f writing gRPC frames, %.2f replicating (%.3f CPU-s/10k puts serving)", a.row, m.profile.total, m.profile.watch, m.profile.writer, m.profile.replication, m.profile.serving()*10000/float64(max(m.puts, 1)))
 }
 
 // result is the arm's row: its windows added up. Ops are the puts (the
@@ -214,6 +231,24 @@ func (a *mirrorSourceArm) result(p params, order []string) Row {
 	note += fmt.Sprintf("the leader sent %.0f watch events (etcd_debugging_mvcc_events_total) for the %d puts; the replica asked it for %.0f ReadIndex rounds (%.1f/s); leader CPU-s/10k puts per window: %s",
 		a.leaderEvents, a.puts, a.rounds, a.rounds/max(a.seconds, 1e-9), windowsText(a.perWindow, 3))
 	return Row{Scenario: "mirror-source", Name: a.row, Note: note, Windows: a.perWindow, WindowsMetric: "leader CPU/10k", Result: res}
+}
+
+// servingRow is the name of row's figures by the leader's CPU profile.
+func servingRow(row string) string {
+	return strings.Replace(row, "source leader,", "source leader serving watches and writing gRPC frames (CPU profile),", 1)
+}
+
+// servingResult is the arm's row by the leader's CPU profiles: the CPU
+// it spent serving watches and gRPC frames (see profileCPU), per window.
+func (a *mirrorSourceArm) servingResult() Row {
+	res := Result{Ops: a.puts, Seconds: a.seconds, CPU: map[string]float64{"leader": a.prof.serving()}}
+	if res.Seconds > 0 {
+		res.Throughput = float64(res.Ops) / res.Seconds
+	}
+	cpu := a.cpu["leader"]
+	note := fmt.Sprintf("the leader's CPU profile over each window (100 samples a second; %.1f CPU-s in all, %.0f %% of what /proc counted): %.2f CPU-s in etcd's watch server and watchable store and %.2f in grpc-go's loopy writer otherwise (the frames written to every client: the puts' answers too, alike in every arm), not the garbage collector's share; serving CPU-s/10k puts per window: %s. Replicating (raft and rafthttp, the rounds' heartbeats included), for comparison: %.2f CPU-s, per 10k puts per window: %s",
+		a.prof.total, 100*a.prof.total/max(cpu, 1e-9), a.prof.watch, a.prof.writer, windowsText(a.servingWindow, 3), a.prof.replication, windowsText(a.replicationWindow, 3))
+	return Row{Scenario: "mirror-source", Name: servingRow(a.row), Note: note, Windows: a.servingWindow, WindowsMetric: "leader CPU/10k", Result: res}
 }
 
 // leaderWatchEvents is how many watch events the member at url has sent

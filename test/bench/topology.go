@@ -57,7 +57,13 @@ func (tp *topology) roles(r *runner) {
 
 // understudyTopology is 3 primaries and 1 replica.
 func understudyTopology(r *runner, replicaArgs ...string) *topology {
-	c := harness.StartCluster(r, harness.ClusterConfig{N: 3, Kinds: []harness.Kind{harness.KindPrimary, harness.KindPrimary, harness.KindPrimary}})
+	return understudyTopologyWith(r, nil, replicaArgs...)
+}
+
+// understudyTopologyWith is understudyTopology with voterArgs added to
+// every voter's flags.
+func understudyTopologyWith(r *runner, voterArgs []string, replicaArgs ...string) *topology {
+	c := harness.StartCluster(r, harness.ClusterConfig{N: 3, Kinds: []harness.Kind{harness.KindPrimary, harness.KindPrimary, harness.KindPrimary}, ExtraArgs: voterArgs})
 	rep := harness.StartReplica(r, c, harness.ReplicaConfig{Name: "replica", Extra: replicaArgs})
 	tp := &topology{cluster: c, extraURL: rep.ClientURL, extraPID: rep.PID(), replicaURLs: []string{rep.ClientURL}}
 	tp.roles(r)
