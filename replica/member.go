@@ -152,11 +152,23 @@ func start(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv
 }
 
 func startLearner(ctx context.Context, lg *zap.Logger, cfg config.Replica, j learner.Joined, cli *clientv3.Client, opts Options) (*embed.Etcd, error) {
-	ec, err := embedConfig(cfg, j.InitialCluster, opts.MemberLogOutputs)
-	if err != nil {
-		return nil, err
-	}
-	e, err := embed.StartEtcd(ec)
+	// A voter that has not applied this learner's add, or another made
+	// just before or after it, refuses the start; the start is made again
+	// once it has (learner.Start). What a refused start left in the data
+	// dir (an empty backend, no WAL) goes first.
+	tries := 0
+	e, err := learner.Start(ctx, lg, cli.Cluster, j, cfg.Name, func(initialCluster string) (*embed.Etcd, error) {
+		if tries++; tries > 1 {
+			if err := os.RemoveAll(filepath.Join(cfg.DataDir, "member")); err != nil {
+				return nil, fmt.Errorf("--data-dir %s: dropping what the refused start left: %w", cfg.DataDir, err)
+			}
+		}
+		ec, err := embedConfig(cfg, initialCluster, opts.MemberLogOutputs)
+		if err != nil {
+			return nil, err
+		}
+		return embed.StartEtcd(ec)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("start learner: %w", err)
 	}

@@ -1,0 +1,78 @@
+package learner
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// MembersNotAgreed reports etcd's refusal to start a joining member whose
+// --initial-cluster does not match the member list of the voter it asked:
+// a voter that has not yet applied an add made moments before (this
+// learner's own, or another replica's that joined at the same time) lists
+// another count ("member count is unequal") or other peer URLs. It passes
+// once every voter has applied the adds.
+func MembersNotAgreed(err error) bool {
+	if err == nil {
+		return false
+	}
+	s := err.Error()
+	return strings.Contains(s, "member count is unequal") || strings.Contains(s, "unmatched member while checking PeerURLs")
+}
+
+// InitialCluster is the --initial-cluster for member id, named name, from
+// the cluster's member list now (linearizable: every add applied by the
+// leader is in it).
+func InitialCluster(ctx context.Context, m Membership, id uint64, name string) (string, error) {
+	list, err := m.MemberList(ctx)
+	if err != nil {
+		return "", fmt.Errorf("learner: list members: %w", err)
+	}
+	for _, mem := range list.Members {
+		if mem.ID == id {
+			return initialCluster(list.Members, id, name), nil
+		}
+	}
+	return "", fmt.Errorf("learner: member %x is no longer listed: it was removed while starting", id)
+}
+
+// startBackoff is the first wait between starts that MembersNotAgreed
+// refused; it doubles up to startBackoffMax.
+const (
+	startBackoff    = 100 * time.Millisecond
+	startBackoffMax = 2 * time.Second
+)
+
+// Start calls start with j's --initial-cluster and, while etcd refuses it
+// because a voter has not applied the latest adds yet (MembersNotAgreed),
+// again after a backoff with the member list read anew, until ctx ends.
+// Any other error is returned at once. start must leave nothing behind
+// when it fails (the caller's embed.StartEtcd closes what it opened).
+func Start[T any](ctx context.Context, lg *zap.Logger, m Membership, j Joined, name string, start func(initialCluster string) (T, error)) (T, error) {
+	backoff := startBackoff
+	initial := j.InitialCluster
+	for {
+		v, err := start(initial)
+		if err == nil || !MembersNotAgreed(err) {
+			return v, err
+		}
+		lg.Info("a voter's member list does not match this learner's --initial-cluster yet (a member was added moments ago); starting again",
+			zap.Error(err), zap.Duration("backoff", backoff))
+		select {
+		case <-ctx.Done():
+			var zero T
+			return zero, fmt.Errorf("%w (%w; the voters' member lists never agreed with --initial-cluster %s)", err, ctx.Err(), initial)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, startBackoffMax)
+		ic, lerr := InitialCluster(ctx, m, j.ID, name)
+		if lerr != nil {
+			var zero T
+			return zero, fmt.Errorf("%w (starting again: %v)", err, lerr)
+		}
+		initial = ic
+	}
+}

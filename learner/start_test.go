@@ -1,0 +1,66 @@
+package learner
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.uber.org/zap/zaptest"
+)
+
+// etcd's refusal while a voter has not applied the latest add (what
+// embed.StartEtcd returns for it).
+var errCountUnequal = errors.New("error validating peerURLs {ClusterID:1 Members:[...]}: member count is unequal")
+
+// A start that a voter's stale member list refused is made again, with the
+// member list read anew: a replica added right after this one is in it.
+func TestStartAgainWhileVotersHaveNotAppliedTheAdd(t *testing.T) {
+	self := &etcdserverpb.Member{ID: 100, PeerURLs: []string{"http://p1"}, IsLearner: true}
+	f := &fakeCluster{members: []*etcdserverpb.Member{voter(), self}}
+	j := Joined{ID: 100, InitialCluster: initialCluster(f.members, 100, "r1"), Added: true}
+	// Another replica is added while this one starts.
+	f.members = append(f.members, &etcdserverpb.Member{ID: 200, PeerURLs: []string{"http://p2"}, IsLearner: true})
+	var tried []string
+	got, err := Start(context.Background(), zaptest.NewLogger(t), f, j, "r1", func(ic string) (string, error) {
+		tried = append(tried, ic)
+		if len(tried) < 3 {
+			return "", errCountUnequal
+		}
+		return "started", nil
+	})
+	if err != nil || got != "started" {
+		t.Fatalf("Start = %q, %v; want started", got, err)
+	}
+	if len(tried) != 3 || tried[0] != "v1=http://v1:2380,r1=http://p1" || tried[2] != "v1=http://v1:2380,r1=http://p1,c8=http://p2" {
+		t.Fatalf("initial clusters tried: %q; want the join's, then the member list's with the replica added since", tried)
+	}
+}
+
+// Any other failure is returned at once, and so is the refusal once ctx
+// ends, saying what never agreed.
+func TestStartGivesUp(t *testing.T) {
+	f := &fakeCluster{members: []*etcdserverpb.Member{voter(), {ID: 100, PeerURLs: []string{"http://p1"}, IsLearner: true}}}
+	j := Joined{ID: 100, InitialCluster: initialCluster(f.members, 100, "r1")}
+	other := errors.New("listen tcp: address already in use")
+	tries := 0
+	_, err := Start(context.Background(), zaptest.NewLogger(t), f, j, "r1", func(string) (int, error) { tries++; return 0, other })
+	if !errors.Is(err, other) || tries != 1 {
+		t.Fatalf("Start = %v after %d tries; want %v after 1", err, tries, other)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+	defer cancel()
+	_, err = Start(ctx, zaptest.NewLogger(t), f, j, "r1", func(string) (int, error) { return 0, errCountUnequal })
+	if !MembersNotAgreed(err) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "never agreed") {
+		t.Fatalf("Start = %v; want etcd's refusal, the deadline and what never agreed", err)
+	}
+	// The learner's entry removed meanwhile: no start again.
+	f.members = f.members[:1]
+	tries = 0
+	_, err = Start(context.Background(), zaptest.NewLogger(t), f, j, "r1", func(string) (int, error) { tries++; return 0, errCountUnequal })
+	if err == nil || tries != 1 || !strings.Contains(err.Error(), "no longer listed") {
+		t.Fatalf("Start = %v after %d tries; want the entry gone after 1", err, tries)
+	}
+}
