@@ -42,8 +42,12 @@ type Balancer struct {
 	// look at whether any fits a read's staleness budget.
 	replicaEPs atomic.Pointer[[]*endpoint]
 	kick       chan struct{}
-	cancel     context.CancelFunc
-	done       chan struct{}
+	// budgets are the staleness budgets reads used lately; probeNow asks
+	// the loop for a probe at once (a budget not remembered came).
+	budgets  budgets
+	probeNow chan struct{}
+	cancel   context.CancelFunc
+	done     chan struct{}
 
 	// Owned by the loop (and by New before the loop starts).
 	conns     map[string]*grpc.ClientConn // one per member, for Status and probes
@@ -59,13 +63,14 @@ func New(cfg Config) (*Balancer, error) {
 	}
 	cfg.setDefaults()
 	b := &Balancer{
-		cfg:   cfg,
-		lg:    cfg.Logger,
-		m:     newMetrics(cfg.Registerer),
-		view:  newView(),
-		kick:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
-		conns: map[string]*grpc.ClientConn{},
+		cfg:      cfg,
+		lg:       cfg.Logger,
+		m:        newMetrics(cfg.Registerer),
+		view:     newView(),
+		kick:     make(chan struct{}, 1),
+		probeNow: make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		conns:    map[string]*grpc.ClientConn{},
 	}
 	ctlCfg := cfg.Client
 	ctlCfg.Endpoints = slices.Clone(cfg.Endpoints)
@@ -163,6 +168,8 @@ func (b *Balancer) run(ctx context.Context) {
 			b.refreshFor(ctx)
 		case <-probe.C:
 			b.probe(ctx)
+		case <-b.probeNow:
+			b.probe(ctx)
 		}
 		b.publish()
 	}
@@ -259,10 +266,16 @@ func (b *Balancer) refresh(ctx context.Context) error {
 // probe reads from every replica with the staleness bound: a replica that
 // answers is healthy (and tells its zone); one that is down, cannot prove
 // itself fresh within the bound, or refuses is ejected until it answers.
+// While reads use budgets tighter than the bound, each replica is first
+// asked for the tightest of them (probeReplica).
 func (b *Balancer) probe(ctx context.Context) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	healthy := 0
+	tight, ok := b.budgets.tightest(time.Now())
+	if !ok || tight >= b.cfg.MaxStaleness {
+		tight = 0
+	}
 	for _, m := range b.view.learners() {
 		conn, err := b.conn(m.ep.url)
 		if err != nil {
@@ -271,14 +284,9 @@ func (b *Balancer) probe(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pctx, cancel := context.WithTimeout(ctx, b.cfg.ProbeTimeout)
-			defer cancel()
-			pctx = metadata.AppendToOutgoingContext(pctx, wire.MaxStalenessKey, b.cfg.MaxStaleness.String(), wire.ProbeKey, "1")
-			var hdr metadata.MD
-			start := time.Now()
-			_, err := pb.NewKVClient(conn).Range(pctx, &pb.RangeRequest{Key: []byte(probeKey), Serializable: true, CountOnly: true}, grpc.Header(&hdr))
+			hdr, err := b.probeReplica(ctx, conn, tight)
 			if err == nil {
-				m.ep.learn(hdr, start)
+				m.ep.learn(hdr.md, hdr.start)
 			}
 			if err != nil && !answered(err) {
 				if ctx.Err() == nil {
@@ -289,7 +297,7 @@ func (b *Balancer) probe(ctx context.Context) {
 			if m.ep.ejected.CompareAndSwap(true, false) {
 				b.lg.Info("balancer: replica back in the read rotation", zap.String("endpoint", m.ep.url))
 			}
-			if z := hdr.Get(wire.ZoneKey); len(z) > 0 {
+			if z := hdr.md.Get(wire.ZoneKey); len(z) > 0 {
 				b.view.setZone(m.ep.addr, z[0])
 			}
 			mu.Lock()
@@ -299,6 +307,37 @@ func (b *Balancer) probe(ctx context.Context) {
 	}
 	wg.Wait()
 	b.m.replicas.Set(float64(healthy))
+}
+
+// probeAnswer is a probe's answer header and when the probe was sent.
+type probeAnswer struct {
+	md    metadata.MD
+	start time.Time
+}
+
+// probeReplica probes one replica: first, if tight is more than 0, with
+// that bound (the tightest budget reads used lately), in half the probe's
+// time. A replica asked for it keeps its rounds at the full rate (a
+// looser bound its idle rounds serve), so that the bound it reports lets
+// the picker route those reads to it. Failing the tight bound says nothing
+// of health (a replica far from the voters may never prove it): the
+// answer then comes from a probe with MaxStaleness, as when no read used
+// a budget.
+func (b *Balancer) probeReplica(ctx context.Context, conn *grpc.ClientConn, tight time.Duration) (probeAnswer, error) {
+	once := func(bound, timeout time.Duration) (probeAnswer, error) {
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		pctx = metadata.AppendToOutgoingContext(pctx, wire.MaxStalenessKey, bound.String(), wire.ProbeKey, "1")
+		a := probeAnswer{start: time.Now()}
+		_, err := pb.NewKVClient(conn).Range(pctx, &pb.RangeRequest{Key: []byte(probeKey), Serializable: true, CountOnly: true}, grpc.Header(&a.md))
+		return a, err
+	}
+	if tight > 0 {
+		if a, err := once(tight, b.cfg.ProbeTimeout/2); err == nil {
+			return a, nil
+		}
+	}
+	return once(b.cfg.MaxStaleness, b.cfg.ProbeTimeout)
 }
 
 // answered reports an error that only a live, fresh replica gives: the

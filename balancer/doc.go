@@ -30,7 +30,12 @@
 //     so a replica that is down, cannot prove itself fresh enough, or
 //     answers with a learner's refusal is ejected until a later probe
 //     succeeds. A read refused by a learner is retried on the voters. With
-//     no healthy replica, reads go to the voters.
+//     no healthy replica, reads go to the voters. While reads used a
+//     budget tighter than MaxStaleness within the last 30s, each probe
+//     first asks for the tightest of them (failing it ejects nothing): a
+//     replica keeps its rounds at the full rate only for bounds its idle
+//     rounds cannot serve, so a balancer whose clients use no tight budget
+//     leaves its replicas at one round a second.
 //   - Staleness budgets: a serializable read made with WithMaxStaleness(ctx,
 //     d) (or the wire.MaxStalenessKey metadata) goes to a replica whose
 //     staleness bound fits d: the bound it last reported

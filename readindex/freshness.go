@@ -191,15 +191,30 @@ func (f *Freshness) HubRounds() (inFlight int, overlapped uint64) {
 	return f.mu.hubInFlight, f.mu.overlapped
 }
 
-// Demand records a bounded read: rounds keep their full rate while bounded
-// reads come, so that they are served locally. (A balancer's probes are
-// bounded reads: they keep its replicas at the full rate, so that the
-// bounds the replicas report let it route reads with tight budgets.)
-func (f *Freshness) Demand() {
+// Demand records a bounded read with the given bound: rounds keep their
+// full rate while bounded reads come that the idle rate could not serve
+// locally (a bound under twice the idle interval: between idle rounds the
+// freshness age climbs to the interval plus a round). A looser bound, as a
+// balancer's probes carry (5s by default) while its clients use no tighter
+// budget, is served by idle rounds alone and costs the leader no more
+// rounds. (A balancer whose clients use tight budgets probes with the
+// tightest: its replicas stay at the full rate for them.)
+func (f *Freshness) Demand(bound time.Duration) {
+	if f.idleInterval > f.interval && bound >= 2*f.idleInterval {
+		return
+	}
 	now := f.clock.Now()
 	f.mu.Lock()
 	f.mu.demand = now
 	f.mu.Unlock()
+	if f.periodNs.Load() > int64(f.interval) {
+		// The loop waits out a slower period: it starts the full rate
+		// now, not when that wait ends.
+		select {
+		case f.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // paddedBool is an atomic.Bool alone on its cache line: the loop's and the

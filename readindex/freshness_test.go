@@ -247,7 +247,7 @@ func TestRoundsSlowDownWhileNoBoundedReadComes(t *testing.T) {
 	recv(t, fr.started)
 	// A bounded read comes during the round: from its end, rounds go back
 	// to every 50ms.
-	f.Demand()
+	f.Demand(100 * time.Millisecond)
 	send(t, fr.results, nil)
 	if err := clock.BlockUntilContext(ctx, 1); err != nil {
 		t.Fatal(err)

@@ -108,7 +108,7 @@ func TestBoundedReadsKeepFullRateEvenWhenQuiet(t *testing.T) {
 	waitUntil(t, f.Quiet)
 	// A bounded read (Demand; its RPC also touches): rounds every 50ms.
 	f.Touch()
-	f.Demand()
+	f.Demand(100 * time.Millisecond)
 	recv(t, fr.started)
 	send(t, fr.results, nil)
 	idleRound(t, ctx, clock, fr, 50*time.Millisecond)
@@ -125,6 +125,27 @@ func TestNeverQuietWithoutAQuietInterval(t *testing.T) {
 	if f.Quiet() || f.Period() != time.Second {
 		t.Fatalf("no quiet interval, 40s without requests: quiet %v, period %v; want not quiet, 1s", f.Quiet(), f.Period())
 	}
+}
+
+func TestLooseBoundsNeedNoFastRounds(t *testing.T) {
+	f, clock, fr, ctx := quietFreshness(t)
+	// A balancer's probe: a bounded read of 5s, every second. Idle rounds
+	// (every 1s) serve it: no round 50ms later.
+	for range 3 {
+		f.Touch()
+		f.Demand(5 * time.Second)
+		idleRound(t, ctx, clock, fr, time.Second)
+	}
+	noRoundWithin(t, ctx, clock, fr, 50*time.Millisecond, "a 5s bound brought rounds every 50ms")
+	if p := f.Period(); p != time.Second {
+		t.Fatalf("period %v with bounds of 5s coming; want the idle 1s", p)
+	}
+	// A 1.5s bound is tighter than two idle intervals: full rate, from
+	// now (the last round ended 50ms ago), not once the idle wait is over.
+	f.Demand(1500 * time.Millisecond)
+	recv(t, fr.started)
+	send(t, fr.results, nil)
+	idleRound(t, ctx, clock, fr, 50*time.Millisecond)
 }
 
 func TestProvedMovesFreshnessForward(t *testing.T) {

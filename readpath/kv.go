@@ -143,7 +143,7 @@ func (s *kvServer) readMode(ctx context.Context, serializable bool) (string, err
 	if bound == 0 {
 		return modeWeak, nil
 	}
-	s.fresh.Demand()
+	s.fresh.Demand(bound)
 	need := s.clock.Now().Add(-bound)
 	if s.fresh.AsOf().Before(need) {
 		s.m.boundedWaits.Inc()

@@ -145,6 +145,14 @@ func TestBalancerStalenessBudget(t *testing.T) {
 	}
 
 	harness.WaitFor(t, 30*time.Second, "writes acknowledged", func() (bool, error) { return acks.ackedBy(time.Now()) > 0, nil })
+	// No read has used a budget yet: the balancer's probes (bounded by its
+	// MaxStaleness, 5s) leave the replicas' rounds at the idle rate.
+	for _, r := range []*harness.Replica{r1, r2} {
+		harness.WaitFor(t, 30*time.Second, r.Name+"'s rounds at the idle rate with only the balancer's probes", func() (bool, error) {
+			p := metric(t, r.ClientURL, "understudy_replica_freshness_period_seconds")
+			return p == 1, fmt.Errorf("period %vs", p)
+		})
+	}
 	r1.CutPeerLinks(t, c)
 	harness.WaitFor(t, 30*time.Second, "r1 to be unable to prove 1s", func() (bool, error) {
 		d, err := weakBound(t, direct1)
@@ -152,6 +160,11 @@ func TestBalancerStalenessBudget(t *testing.T) {
 	})
 	served := readAll(reads)
 	t.Logf("one replica cut off: %d reads served by r1 %d, r2 %d, voters %d", reads, served[id1], served[id2], reads-served[id1]-served[id2])
+	// The reads' budget: the balancer's probes ask for it, and r2 keeps its
+	// rounds at the full rate for them.
+	if p := metric(t, r2.ClientURL, "understudy_replica_freshness_period_seconds"); p != 0.05 {
+		t.Errorf("r2's rounds every %vs after reads with a %v budget; want every 0.05s (--freshness-interval)", p, budget)
+	}
 	if served[id1] != 0 {
 		t.Errorf("the cut-off r1 served %d reads", served[id1])
 	}
