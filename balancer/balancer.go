@@ -273,7 +273,7 @@ func (b *Balancer) probe(ctx context.Context) {
 	var mu sync.Mutex
 	healthy := 0
 	tight, ok := b.budgets.tightest(time.Now())
-	if !ok || tight >= b.cfg.MaxStaleness {
+	if !ok || tight >= b.cfg.MaxStaleness || b.cfg.Policy == VotersOnly {
 		tight = 0
 	}
 	for _, m := range b.view.learners() {
@@ -284,7 +284,7 @@ func (b *Balancer) probe(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			hdr, err := b.probeReplica(ctx, conn, tight)
+			hdr, err := b.probeReplica(ctx, conn, m.ep, tight)
 			if err == nil {
 				m.ep.learn(hdr.md, hdr.start)
 			}
@@ -315,15 +315,19 @@ type probeAnswer struct {
 	start time.Time
 }
 
-// probeReplica probes one replica: first, if tight is more than 0, with
-// that bound (the tightest budget reads used lately), in half the probe's
-// time. A replica asked for it keeps its rounds at the full rate (a
-// looser bound its idle rounds serve), so that the bound it reports lets
-// the picker route those reads to it. Failing the tight bound says nothing
-// of health (a replica far from the voters may never prove it): the
-// answer then comes from a probe with MaxStaleness, as when no read used
-// a budget.
-func (b *Balancer) probeReplica(ctx context.Context, conn *grpc.ClientConn, tight time.Duration) (probeAnswer, error) {
+// probeReplica probes one replica within ProbeTimeout: first, if tight is
+// more than 0, with that bound (the tightest budget reads used lately), in
+// half that time. A replica asked for it keeps its rounds at the full rate
+// (a looser bound its idle rounds serve), so that the bound it reports
+// lets the picker route those reads to it. Failing the tight bound says
+// nothing of health (a replica far from the voters may never prove it):
+// the answer then comes from a probe with MaxStaleness, as when no read
+// used a budget, and the replica is not asked for a tight bound again for
+// tightRetry probe intervals (each try would cost the probe round half its
+// time, and hold that replica at the full rate for reads it never gets).
+func (b *Balancer) probeReplica(ctx context.Context, conn *grpc.ClientConn, ep *endpoint, tight time.Duration) (probeAnswer, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.ProbeTimeout)
+	defer cancel()
 	once := func(bound, timeout time.Duration) (probeAnswer, error) {
 		pctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
@@ -332,10 +336,13 @@ func (b *Balancer) probeReplica(ctx context.Context, conn *grpc.ClientConn, tigh
 		_, err := pb.NewKVClient(conn).Range(pctx, &pb.RangeRequest{Key: []byte(probeKey), Serializable: true, CountOnly: true}, grpc.Header(&a.md))
 		return a, err
 	}
-	if tight > 0 {
-		if a, err := once(tight, b.cfg.ProbeTimeout/2); err == nil {
+	now := time.Now()
+	if tight > 0 && now.Sub(time.Unix(0, ep.tightFailed.Load())) >= tightRetry*b.cfg.ProbeInterval {
+		a, err := once(tight, b.cfg.ProbeTimeout/2)
+		if err == nil {
 			return a, nil
 		}
+		ep.tightFailed.Store(now.UnixNano())
 	}
 	return once(b.cfg.MaxStaleness, b.cfg.ProbeTimeout)
 }

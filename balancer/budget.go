@@ -120,8 +120,9 @@ func makeLinearizable(t *pb.TxnRequest) {
 // what is left of the call's deadline (ProbeTimeout if it has none), so
 // that the voter still has time.
 func (b *Balancer) boundedRead(ctx context.Context, budget time.Duration, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
-	if b.budgets.used(budget, time.Now()) {
-		// Probe at once: a replica asked for this budget starts proving it.
+	if b.cfg.Policy != VotersOnly && budget < b.cfg.MaxStaleness && b.budgets.used(budget, time.Now()) {
+		// The tightest budget yet: probe at once, so that a replica asked
+		// for it starts proving it.
 		select {
 		case b.probeNow <- struct{}{}:
 		default:

@@ -26,6 +26,9 @@ type endpoint struct {
 	// fresh is the replica's last reported staleness bound
 	// (wire.StalenessBoundKey), from a probe or any answer; nil if none.
 	fresh atomic.Pointer[freshReport]
+	// tightFailed is when a probe with the tightest budget last failed,
+	// in Unix ns (see probeReplica); 0 if never.
+	tightFailed atomic.Int64
 }
 
 // freshReport is a staleness bound a replica reported in an answer to a

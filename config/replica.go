@@ -46,8 +46,9 @@ type Replica struct {
 	// leader load.
 	FreshnessInterval time.Duration
 	// FreshnessIdleInterval is the period of those rounds while no bounded
-	// read has come for a few seconds (a bounded read that needs a fresher
-	// round asks for one at once); 0 keeps FreshnessInterval always.
+	// read with a bound under twice this interval has come for a few
+	// seconds (a bounded read that needs a fresher round asks for one at
+	// once); 0 keeps FreshnessInterval always.
 	FreshnessIdleInterval time.Duration
 	// FreshnessQuietInterval is the period of those rounds once no client
 	// request (any RPC or gateway call; not /metrics or health probes) has

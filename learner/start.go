@@ -10,17 +10,20 @@ import (
 )
 
 // MembersNotAgreed reports etcd's refusal to start a joining member whose
-// --initial-cluster does not match the member list of the voter it asked:
-// a voter that has not yet applied an add made moments before (this
-// learner's own, or another replica's that joined at the same time) lists
-// another count ("member count is unequal") or other peer URLs. It passes
-// once every voter has applied the adds.
+// --initial-cluster does not match the member list of the member it asked
+// (the first of the others, by peer URL, that answers; a voter or another
+// replica): one that has not yet applied an add or a remove made moments
+// before (this learner's own add, or another replica's join or leave)
+// lists another count ("member count is unequal") or other peer URLs
+// ("PeerURLs: no match found for existing member"), the texts of etcd's
+// membership.ValidateClusterAndAssignIDs. It passes once that member has
+// applied them.
 func MembersNotAgreed(err error) bool {
 	if err == nil {
 		return false
 	}
 	s := err.Error()
-	return strings.Contains(s, "member count is unequal") || strings.Contains(s, "unmatched member while checking PeerURLs")
+	return strings.Contains(s, "member count is unequal") || strings.Contains(s, "PeerURLs: no match found for existing member")
 }
 
 // InitialCluster is the --initial-cluster for member id, named name, from
@@ -59,19 +62,20 @@ func Start[T any](ctx context.Context, lg *zap.Logger, m Membership, j Joined, n
 		if err == nil || !MembersNotAgreed(err) {
 			return v, err
 		}
-		lg.Info("a voter's member list does not match this learner's --initial-cluster yet (a member was added moments ago); starting again",
-			zap.Error(err), zap.Duration("backoff", backoff))
+		lg.Info("the member list of the member etcd asked (a voter or a replica) does not match this learner's --initial-cluster yet: a member was added or removed moments ago; starting again",
+			zap.Error(err), zap.String("initial-cluster", initial), zap.Duration("backoff", backoff))
+		var zero T
 		select {
 		case <-ctx.Done():
-			var zero T
-			return zero, fmt.Errorf("%w (%w; the voters' member lists never agreed with --initial-cluster %s)", err, ctx.Err(), initial)
 		case <-time.After(backoff):
+		}
+		if ctx.Err() != nil {
+			return zero, fmt.Errorf("%w (%w; the other members' lists never agreed with --initial-cluster %s: is one of them cut off from the leader?)", err, ctx.Err(), initial)
 		}
 		backoff = min(2*backoff, startBackoffMax)
 		ic, lerr := InitialCluster(ctx, m, j.ID, name)
 		if lerr != nil {
-			var zero T
-			return zero, fmt.Errorf("%w (starting again: %v)", err, lerr)
+			return zero, fmt.Errorf("%w (starting again: %w)", err, lerr)
 		}
 		initial = ic
 	}

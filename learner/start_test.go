@@ -8,12 +8,47 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/client/pkg/v3/types"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 	"go.uber.org/zap/zaptest"
 )
 
 // etcd's refusal while a voter has not applied the latest add (what
 // embed.StartEtcd returns for it).
 var errCountUnequal = errors.New("error validating peerURLs {ClusterID:1 Members:[...]}: member count is unequal")
+
+// The refusals MembersNotAgreed knows are etcd's own, as its
+// ValidateClusterAndAssignIDs words them: a member list with another count,
+// and one with as many members at other peer URLs (one replica left, another
+// joined).
+func TestMembersNotAgreedKnowsEtcdsRefusals(t *testing.T) {
+	lg := zaptest.NewLogger(t)
+	cluster := func(initial string) *membership.RaftCluster {
+		t.Helper()
+		urls, err := types.NewURLsMap(initial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := membership.NewClusterFromURLsMap(lg, "token", urls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	local := "v1=http://127.0.0.1:2380,r1=http://127.0.0.1:2480,r2=http://127.0.0.1:2580"
+	for name, existing := range map[string]string{
+		"an add not applied": "v1=http://127.0.0.1:2380,r1=http://127.0.0.1:2480",
+		"a leave and a join": "v1=http://127.0.0.1:2380,r1=http://127.0.0.1:2480,r3=http://127.0.0.1:2680",
+	} {
+		err := membership.ValidateClusterAndAssignIDs(lg, cluster(local), cluster(existing))
+		if !MembersNotAgreed(err) {
+			t.Errorf("%s: etcd says %v, which MembersNotAgreed does not know", name, err)
+		}
+	}
+	if err := membership.ValidateClusterAndAssignIDs(lg, cluster(local), cluster(local)); err != nil || MembersNotAgreed(errors.New("listen tcp: address already in use")) {
+		t.Errorf("agreeing lists: %v; or another error taken for a refusal", err)
+	}
+}
 
 // A start that a voter's stale member list refused is made again, with the
 // member list read anew: a replica added right after this one is in it.

@@ -49,8 +49,9 @@ type Freshness struct {
 	hubMax int
 
 	// idleInterval, if more than interval, is the period of rounds while
-	// no bounded read has come for idleAfter: a replica nobody asks for
-	// bounded reads costs the leader almost nothing (strong reads and
+	// no bounded read with a bound under twice it has come for idleAfter
+	// (see Demand): a replica nobody asks for tight bounded reads costs
+	// the leader almost nothing (strong reads and
 	// bounded reads that need a round ask for one at once).
 	idleInterval time.Duration
 	// quietInterval, if more than the other periods, is the period of
@@ -194,7 +195,8 @@ func (f *Freshness) HubRounds() (inFlight int, overlapped uint64) {
 // Demand records a bounded read with the given bound: rounds keep their
 // full rate while bounded reads come that the idle rate could not serve
 // locally (a bound under twice the idle interval: between idle rounds the
-// freshness age climbs to the interval plus a round). A looser bound, as a
+// freshness age climbs to the interval plus up to two rounds, well under
+// twice the interval while a round takes under half of it). A looser bound, as a
 // balancer's probes carry (5s by default) while its clients use no tighter
 // budget, is served by idle rounds alone and costs the leader no more
 // rounds. (A balancer whose clients use tight budgets probes with the

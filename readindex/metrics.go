@@ -25,7 +25,7 @@ func newMetrics(reg prometheus.Registerer, freshnessAge, period func() float64) 
 			Help: "Upper bound on the staleness of the replica's store: time since the start of its last completed ReadIndex round.",
 		}, freshnessAge), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "understudy", Subsystem: "replica", Name: "freshness_period_seconds",
-			Help: "Period of the replica's background ReadIndex rounds now: --freshness-interval while bounded reads come, --freshness-idle-interval while other requests come, --freshness-quiet-interval while none has come for as long. The freshness age stays below about this plus a round.",
+			Help: "Period of the replica's background ReadIndex rounds now: --freshness-interval while bounded reads with a bound under twice --freshness-idle-interval come, --freshness-idle-interval while other requests come, --freshness-quiet-interval while none has come for as long. The freshness age stays below about this plus a round.",
 		}, period))
 	}
 	return m

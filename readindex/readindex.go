@@ -37,9 +37,9 @@ type Config struct {
 	// Interval is the period of background rounds while bounded reads
 	// come (--freshness-interval).
 	Interval time.Duration
-	// IdleInterval is their period when no bounded read has come for
-	// idleAfter (--freshness-idle-interval); 0 or less than Interval means
-	// Interval.
+	// IdleInterval is their period when no bounded read with a bound
+	// under twice it has come for idleAfter (--freshness-idle-interval);
+	// 0 or less than Interval means Interval.
 	IdleInterval time.Duration
 	// QuietInterval is their period once no client request has come for
 	// as long (--freshness-quiet-interval; see Freshness.Touch); 0 or not

@@ -115,7 +115,8 @@ func later(a, b time.Time) time.Time {
 }
 
 // Run does a background round every period (every idleInterval while no
-// bounded read comes, every quietInterval while no request comes) after
+// bounded read that counts comes (see Demand), every quietInterval while
+// no request comes) after
 // the last own round ended, and rounds for
 // waiting reads when the batch policy says, until ctx ends; then it waits
 // for the rounds under way. Each round runs on a goroutine of its own,

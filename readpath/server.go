@@ -84,9 +84,9 @@ type Config struct {
 	// FreshnessInterval is the period of background ReadIndex rounds while
 	// bounded reads come.
 	FreshnessInterval time.Duration
-	// FreshnessIdleInterval is their period when no bounded read has come
-	// for a few seconds; 0 or less than FreshnessInterval means
-	// FreshnessInterval.
+	// FreshnessIdleInterval is their period when no bounded read with a
+	// bound under twice it has come for a few seconds; 0 or less than
+	// FreshnessInterval means FreshnessInterval.
 	FreshnessIdleInterval time.Duration
 	// FreshnessQuietInterval is their period once no client request has
 	// come for as long; 0 or not more than FreshnessIdleInterval means

@@ -145,8 +145,9 @@ func start(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv
 	if rerr := learner.Remove(rctx, cli.Cluster, j.ID); rerr != nil {
 		return nil, fmt.Errorf("replica: %w; removing learner %x failed too, remove it with `etcdctl member remove %x`: %v", err, j.ID, j.ID, rerr)
 	}
-	if rerr := os.RemoveAll(cfg.DataDir); rerr != nil {
-		lg.Warn("could not remove the data dir of the removed learner", zap.Error(rerr))
+	// Only what etcd wrote: --data-dir may hold the operator's own files.
+	if rerr := os.RemoveAll(filepath.Join(cfg.DataDir, "member")); rerr != nil {
+		lg.Warn("could not remove the data of the removed learner", zap.String("dir", filepath.Join(cfg.DataDir, "member")), zap.Error(rerr))
 	}
 	return nil, fmt.Errorf("replica: %w; learner %x was removed again, the voters are unchanged", err, j.ID)
 }
@@ -159,6 +160,11 @@ func startLearner(ctx context.Context, lg *zap.Logger, cfg config.Replica, j lea
 	tries := 0
 	e, err := learner.Start(ctx, lg, cli.Cluster, j, cfg.Name, func(initialCluster string) (*embed.Etcd, error) {
 		if tries++; tries > 1 {
+			// etcd refuses before it writes a WAL: were there one, the
+			// member would have started, and nothing is removed.
+			if learner.HasData(cfg.DataDir) {
+				return nil, fmt.Errorf("--data-dir %s holds a WAL after a refused start; nothing removed", cfg.DataDir)
+			}
 			if err := os.RemoveAll(filepath.Join(cfg.DataDir, "member")); err != nil {
 				return nil, fmt.Errorf("--data-dir %s: dropping what the refused start left: %w", cfg.DataDir, err)
 			}
