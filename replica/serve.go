@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -96,9 +98,14 @@ func leaveOnExit(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *c
 		return errors.Join(err, fmt.Errorf("replica: --remove-on-exit: removing member %x: %w (remove it with `etcdctl member remove %x`)", id, rerr, id))
 	}
 	m.close()
-	if rerr := os.RemoveAll(cfg.DataDir); rerr != nil {
-		return errors.Join(err, fmt.Errorf("replica: --remove-on-exit: member %x removed, but its data dir stays: %w", id, rerr))
+	// What etcd wrote, then the directory if nothing else is in it:
+	// --data-dir may hold the operator's own files.
+	if rerr := os.RemoveAll(filepath.Join(cfg.DataDir, "member")); rerr != nil {
+		return errors.Join(err, fmt.Errorf("replica: --remove-on-exit: member %x removed, but its data stays in %s: %w", id, filepath.Join(cfg.DataDir, "member"), rerr))
 	}
-	lg.Info("removed this replica's member entry and data dir", zap.String("member-id", fmt.Sprintf("%x", id)))
+	if rerr := os.Remove(cfg.DataDir); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		lg.Info("--remove-on-exit: removed this member's data; the data dir holds other files and stays", zap.String("data-dir", cfg.DataDir), zap.Error(rerr))
+	}
+	lg.Info("removed this replica's member entry and data", zap.String("member-id", fmt.Sprintf("%x", id)))
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -363,13 +364,21 @@ func TestReplicaLeaveAndRemoveOnExit(t *testing.T) {
 	if _, ls := voters(t, cli); len(ls) != 2 {
 		t.Fatalf("learners %v, want r1 and r2", ls)
 	}
-	// A clean stop of a --remove-on-exit replica takes its entry and data.
+	// A clean stop of a --remove-on-exit replica takes its entry and the
+	// data etcd wrote, and leaves a file of the operator's beside it.
+	notes := filepath.Join(r1.DataDir, "operator-notes.txt")
+	if err := os.WriteFile(notes, []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	r1.Stop()
 	if _, ls := voters(t, cli); contains(ls, "r1") {
 		t.Fatalf("learners %v: r1 stopped with --remove-on-exit and is still a member", ls)
 	}
-	if _, err := os.Stat(r1.DataDir); !os.IsNotExist(err) {
-		t.Fatalf("r1's data dir: %v, want it gone", err)
+	if _, err := os.Stat(filepath.Join(r1.DataDir, "member")); !os.IsNotExist(err) {
+		t.Fatalf("r1's member data: %v, want it gone", err)
+	}
+	if b, err := os.ReadFile(notes); err != nil || string(b) != "mine" {
+		t.Fatalf("the operator's file in r1's data dir: %q, %v; want it kept", b, err)
 	}
 	// replica leave removes a replica by name; it then stops.
 	out, err := exec.Command(bins.Replica, "leave", "r2", "--endpoints", strings.Join(c.Endpoints(), ",")).CombinedOutput()
