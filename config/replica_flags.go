@@ -74,7 +74,7 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.DurationVar(&cfg.Promotion.Hold, "promote-hold", cfg.Promotion.Hold, "Promote only after being caught up, without a break, for this long.")
 	fs.DurationVar(&cfg.Promotion.LeaderContact, "promote-leader-contact", cfg.Promotion.LeaderContact, "Count as caught up only if the leader was heard from within this long.")
 	fs.DurationVar(&cfg.Promotion.FailoverAfter, "failover-after", cfg.Promotion.FailoverAfter, "A standby replaces a voter silent for longer than this: none of its peer URLs answers and the leader's raft progress does not show it active (its client URLs are never asked).")
-	fs.BoolVar(&cfg.RemoveOnExit, "remove-on-exit", cfg.RemoveOnExit, "On a clean stop, remove this replica's member entry and its data dir (for replicas that come and go).")
+	fs.BoolVar(&cfg.RemoveOnExit, "remove-on-exit", cfg.RemoveOnExit, "On a clean stop, remove this replica's member entry and its data (what etcd wrote in --data-dir, then the directory if nothing else is in it; for replicas that come and go).")
 	fs.StringVar(&cfg.Zone, "zone", cfg.Zone, "Zone label told to balancers that probe this replica, for zone-affine reads (for example the cloud zone's name).")
 	fs.BoolVar(&cfg.FreshnessHeaders, "freshness-headers", cfg.FreshnessHeaders, "Attach to every read, watch and forwarded write the headers understudy-read-mode, understudy-staleness-bound, understudy-known-leader and understudy-applied-revision (gRPC metadata; Grpc-Metadata-* on the JSON gateway). false omits them.")
 	fs.BoolVar(&cfg.EnablePprof, "enable-pprof", cfg.EnablePprof, "Enable runtime profiling data via HTTP server. Address is at client URL + \"/debug/pprof/\" (etcd's flag; also on at --log-level debug, as etcd).")

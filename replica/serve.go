@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -98,14 +99,32 @@ func leaveOnExit(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *c
 		return errors.Join(err, fmt.Errorf("replica: --remove-on-exit: removing member %x: %w (remove it with `etcdctl member remove %x`)", id, rerr, id))
 	}
 	m.close()
-	// What etcd wrote, then the directory if nothing else is in it:
-	// --data-dir may hold the operator's own files.
-	if rerr := os.RemoveAll(filepath.Join(cfg.DataDir, "member")); rerr != nil {
-		return errors.Join(err, fmt.Errorf("replica: --remove-on-exit: member %x removed, but its data stays in %s: %w", id, filepath.Join(cfg.DataDir, "member"), rerr))
-	}
-	if rerr := os.Remove(cfg.DataDir); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-		lg.Info("--remove-on-exit: removed this member's data; the data dir holds other files and stays", zap.String("data-dir", cfg.DataDir), zap.Error(rerr))
+	if rerr := removeMemberData(lg, cfg.DataDir); rerr != nil {
+		return errors.Join(err, fmt.Errorf("replica: --remove-on-exit: member %x removed, but %w", id, rerr))
 	}
 	lg.Info("removed this replica's member entry and data", zap.String("member-id", fmt.Sprintf("%x", id)))
 	return err
+}
+
+// removeMemberData removes what etcd wrote in dataDir (member/), then
+// dataDir itself if nothing else is in it and it is no symlink (unlinking
+// one would drop the way to a target that may hold other files): a
+// --data-dir may hold the operator's own files, which stay.
+func removeMemberData(lg *zap.Logger, dataDir string) error {
+	member := filepath.Join(dataDir, "member")
+	if err := os.RemoveAll(member); err != nil {
+		return fmt.Errorf("its data stays in %s: %w", member, err)
+	}
+	fi, err := os.Lstat(dataDir)
+	if err != nil || fi.Mode()&fs.ModeSymlink != 0 {
+		return nil
+	}
+	switch err := os.Remove(dataDir); {
+	case err == nil, errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
+		lg.Info("removed this member's data; the data dir holds other files and stays", zap.String("data-dir", dataDir))
+	default:
+		lg.Warn("removed this member's data, but not the emptied data dir", zap.String("data-dir", dataDir), zap.Error(err))
+	}
+	return nil
 }

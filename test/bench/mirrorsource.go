@@ -174,6 +174,15 @@ func mirrorSourceWindow(r *runner, tp *topology, p params, a *mirrorSourceArm, p
 	if m.profileErr != nil {
 		r.Fatalf("%s: %v", a.row, m.profileErr)
 	}
+	// A profile that caught little of the CPU, or none of the watch the
+	// leader serves, would make the serving rows say nothing: etcd's or
+	// grpc-go's functions renamed (see profile.go), or the profiler off.
+	if m.profile.total < 0.5*m.cpu["leader"] {
+		r.Fatalf("%s: the leader's CPU profile caught %.2f CPU-s of the %.2f /proc counted", a.row, m.profile.total, m.cpu["leader"])
+	}
+	if a.row == mirrorSrcLeader && m.profile.watch == 0 {
+		r.Fatalf("%s: the leader's CPU profile shows no sample in etcd's watch code (watchCode in profile.go matches none of its functions?)", a.row)
+	}
 	events := leaderWatchEvents(r, tp.leader.ClientURL) - events0
 	rounds1, err := leaderRounds(tp.replicaURLs)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 
 // Where a member's CPU goes, by its stacks: the work of serving a watch
 // client. /proc gives a process's whole CPU, in which a mirror's watch on
-// the source's leader is a fifth of the puts' own cost on this machine
+// the source's leader is a sixth of the puts' own cost on this machine
 // and within its noise; a CPU profile tells the watch's part apart.
 var (
 	// watchCode is etcd's watch server and watchable store: the events'

@@ -366,6 +366,9 @@ func TestReplicaLeaveAndRemoveOnExit(t *testing.T) {
 	}
 	// A clean stop of a --remove-on-exit replica takes its entry and the
 	// data etcd wrote, and leaves a file of the operator's beside it.
+	if _, err := os.Stat(filepath.Join(r1.DataDir, "member", "wal")); err != nil {
+		t.Fatalf("r1's WAL before the stop: %v", err)
+	}
 	notes := filepath.Join(r1.DataDir, "operator-notes.txt")
 	if err := os.WriteFile(notes, []byte("mine"), 0o600); err != nil {
 		t.Fatal(err)
