@@ -272,10 +272,9 @@ func (b *Balancer) probe(ctx context.Context) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	healthy := 0
-	tight, ok := b.budgets.tightest(time.Now())
-	if !ok || tight >= b.cfg.MaxStaleness || b.cfg.Policy == VotersOnly {
-		tight = 0
-	}
+	// 0 if none: boundedRead records only budgets under MaxStaleness, and
+	// none under VotersOnly.
+	tight, _ := b.budgets.tightest(time.Now())
 	for _, m := range b.view.learners() {
 		conn, err := b.conn(m.ep.url)
 		if err != nil {
