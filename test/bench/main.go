@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -29,7 +30,11 @@ type scenarioSpec struct {
 	run  func(params) ([]Row, error)
 }
 
-func scenarios(quick bool, consistency string) []scenarioSpec {
+// scenarios are the benchmark's scenarios; the plots of a report at out
+// go under docs/ beside it (docs/ of the checkout for BENCHMARKS.md), so
+// that an experiment written elsewhere leaves the checkout's alone.
+func scenarios(quick bool, out, consistency string) []scenarioSpec {
+	docs := filepath.Join(filepath.Dir(out), "docs")
 	return []scenarioSpec{
 		{"generator", []string{"generator"}, generatorScenario},
 		{"reads", []string{"reads"}, readScenario},
@@ -42,15 +47,15 @@ func scenarios(quick bool, consistency string) []scenarioSpec {
 		{"mirror-catchup", []string{"mirror-catchup"}, mirrorCatchUpScenario},
 		{"idle", []string{"idle"}, idleScenario},
 		{"compare", []string{"compare"}, func(params) ([]Row, error) { return compareScenario(quick, consistency) }},
-		{"regions", []string{regionsID}, func(p params) ([]Row, error) { return regionsScenario(p, quick, regionsPlotDir(quick)) }},
+		{"regions", []string{regionsID}, func(p params) ([]Row, error) { return regionsScenario(p, quick, regionsPlotDir(docs, quick)) }},
 		{"regions-ready", []string{regionsSoakID}, func(p params) ([]Row, error) { return regionsSoakScenario(p, quick) }},
-		{"scale", []string{scaleID}, func(p params) ([]Row, error) { return scaleScenario(p, scalePlotDir) }},
+		{"scale", []string{scaleID}, func(p params) ([]Row, error) { return scaleScenario(p, scalePlotDir(docs)) }},
 	}
 }
 
 func scenarioNames() string {
 	var names []string
-	for _, s := range scenarios(false, "") {
+	for _, s := range scenarios(false, "", "") {
 		if askedOnly[s.name] {
 			names = append(names, s.name+" (only with --only: not part of a full run)")
 			continue
@@ -60,36 +65,52 @@ func scenarioNames() string {
 	return strings.Join(names, ", ")
 }
 
+// options are the command's flags.
+type options struct {
+	quick, merge, render     bool
+	out, raw, only           string
+	consistency, replicaArgs string
+	// windows and scaleReads are 0 for the mode's.
+	windows, scaleReads int
+}
+
 func main() {
-	quick := flag.Bool("quick", false, "short runs with fewer watchers and less data (about four minutes)")
-	out := flag.String("out", "BENCHMARKS.md", "report to write")
-	raw := flag.String("json", "BENCHMARKS.json", "raw figures to write")
-	only := flag.String("only", "", "run only this scenario: "+scenarioNames())
-	merge := flag.Bool("merge", false, "keep the rows of the scenarios not run: read the raw figures (--json) of an earlier run, replace the rows of the scenarios this run ran, and write both files again (the report says which scenarios were re-run when)")
-	consistency := flag.String("consistency", "CONSISTENCY.md", "where the compare scenario writes its tables (its plots go in docs/consistency/ beside it)")
-	replicaArgs := flag.String("replica-args", "", "extra flags for every replica, space-separated (for tuning experiments; recorded in the report)")
-	render := flag.Bool("render", false, "run nothing: write the report again from the raw figures (--json) of an earlier run, after a change to how it is written")
-	windows := flag.Int("windows", 0, "windows per arm in the scenarios that alternate arms (headers, mirror-source, mirror-catchup): more narrows their ratios' error on a noisy machine; 0 keeps the mode's (full: 16 and 8)")
+	var o options
+	flag.BoolVar(&o.quick, "quick", false, "short runs with fewer watchers and less data (about four minutes)")
+	flag.StringVar(&o.out, "out", "BENCHMARKS.md", "report to write")
+	flag.StringVar(&o.raw, "json", "BENCHMARKS.json", "raw figures to write")
+	flag.StringVar(&o.only, "only", "", "run only this scenario: "+scenarioNames())
+	flag.BoolVar(&o.merge, "merge", false, "keep the rows of the scenarios not run: read the raw figures (--json) of an earlier run, replace the rows of the scenarios this run ran, and write both files again (the report says which scenarios were re-run when)")
+	flag.StringVar(&o.consistency, "consistency", "CONSISTENCY.md", "where the compare scenario writes its tables (its plots go in docs/consistency/ beside it)")
+	flag.StringVar(&o.replicaArgs, "replica-args", "", "extra flags for every replica, space-separated (for tuning experiments; recorded in the report)")
+	flag.BoolVar(&o.render, "render", false, "run nothing: write the report again from the raw figures (--json) of an earlier run, after a change to how it is written")
+	flag.IntVar(&o.windows, "windows", 0, "windows per arm in the scenarios that alternate arms (headers, mirror-source, mirror-catchup): more narrows their ratios' error on a noisy machine; 0 keeps the mode's (full: 16 and 8)")
+	flag.IntVar(&o.scaleReads, "scale-read-rate", 0, "total strong reads/s of the scale scenario's read windows, spread over the replicas (and over the 2 stock followers in the partner windows): how the fleet's cost changes with the rate; 0 keeps the mode's (1000)")
 	flag.Parse()
 
-	if *windows < 0 {
-		fmt.Fprintf(os.Stderr, "bench: --windows %d: want 0 (the mode's) or more\n", *windows)
+	if o.windows < 0 {
+		fmt.Fprintf(os.Stderr, "bench: --windows %d: want 0 (the mode's) or more\n", o.windows)
 		os.Exit(2)
 	}
-	if err := run(*quick, *out, *raw, *only, *merge, *consistency, *replicaArgs, *render, *windows); err != nil {
+	if o.scaleReads < 0 {
+		fmt.Fprintf(os.Stderr, "bench: --scale-read-rate %d: want 0 (the mode's) or more reads/s\n", o.scaleReads)
+		os.Exit(2)
+	}
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(quick bool, out, raw, only string, merge bool, consistency, replicaArgs string, render bool, windows int) error {
-	if render {
+func run(o options) error {
+	quick, out, raw, only, merge := o.quick, o.out, o.raw, o.only, o.merge
+	if o.render {
 		if merge {
 			return fmt.Errorf("--render and --merge: --render runs nothing, so there is nothing to merge; give one of them")
 		}
 		return rerender(raw, out)
 	}
-	all := scenarios(quick, consistency)
+	all := scenarios(quick, out, o.consistency)
 	var todo []scenarioSpec
 	for _, s := range all {
 		if (only == "" && !askedOnly[s.name]) || only == s.name {
@@ -113,9 +134,12 @@ func run(quick bool, out, raw, only string, merge bool, consistency, replicaArgs
 	if quick {
 		p, mode = quickParams(), "quick"
 	}
-	p.replicaArgs = strings.Fields(replicaArgs)
-	if windows > 0 {
-		p.headersWindows, p.mirrorSourceWindows = windows, windows
+	p.replicaArgs = strings.Fields(o.replicaArgs)
+	if o.windows > 0 {
+		p.headersWindows, p.mirrorSourceWindows = o.windows, o.windows
+	}
+	if o.scaleReads > 0 {
+		p.scaleReadRate = o.scaleReads
 	}
 	start := time.Now()
 	rep := report{Mode: mode, Params: p.describe(), Started: start.UTC().Format(time.RFC3339), Machine: machine()}
@@ -181,7 +205,7 @@ func rerender(raw, out string) error {
 	}
 	if slices.ContainsFunc(rep.Rows, func(r Row) bool { return r.Scenario == scaleID }) {
 		// The scale scenario's plot is drawn from its rows too.
-		if err := scalePlot(scalePlotDir, rep.Rows); err != nil {
+		if err := scalePlot(scalePlotDir(filepath.Join(filepath.Dir(out), "docs")), rep.Rows); err != nil {
 			return err
 		}
 	}

@@ -171,12 +171,13 @@ func writeTo(path string, c io.WriterTo) error {
 	return f.Close()
 }
 
-// regionsPlotDir is where the regions scenario's plots go: docs/regions/
-// in a full run, a directory under the system's temporary one in a quick
-// run (its figures are not the ones documented).
-func regionsPlotDir(quick bool) string {
+// regionsPlotDir is where the regions scenario's plots go: regions/ under
+// the report's docs directory in a full run, a directory under the
+// system's temporary one in a quick run (its figures are not the ones
+// documented).
+func regionsPlotDir(docs string, quick bool) string {
 	if quick {
 		return filepath.Join(os.TempDir(), "understudy-regions-plots")
 	}
-	return filepath.Join("docs", "regions")
+	return filepath.Join(docs, "regions")
 }

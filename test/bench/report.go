@@ -26,8 +26,8 @@ type report struct {
 }
 
 func (p params) describe() string {
-	s := fmt.Sprintf("%v per row, %d concurrent workers over %d connections, %d keys of 256 B (rows of strong reads shared by several replicas: a fixed %d reads/s); watchers %v at %d puts/s; catch-up over %d keys of 1 KiB; mirror of %d keys of 256 B, lag at %d puts/s",
-		p.dur, p.workers, p.conns, p.keys, p.sharedRate, p.watchers, p.watchRate, p.catchupKeys, p.mirrorKeys, p.mirrorRate)
+	s := fmt.Sprintf("%v per row, %d concurrent workers over %d connections, %d keys of 256 B (rows of strong reads shared by several replicas: a fixed %d reads/s); watchers %v at %d puts/s; catch-up over %d keys of 1 KiB; mirror of %d keys of 256 B, lag at %d puts/s; scale: %d puts/s, %d strong reads/s",
+		p.dur, p.workers, p.conns, p.keys, p.sharedRate, p.watchers, p.watchRate, p.catchupKeys, p.mirrorKeys, p.mirrorRate, p.scaleWriteRate, p.scaleReadRate)
 	if len(p.replicaArgs) > 0 {
 		s += "; replicas run with `" + strings.Join(p.replicaArgs, " ") + "`"
 	} else {

@@ -36,7 +36,7 @@ func TestMergeReplacesTheRowsOfTheScenariosRun(t *testing.T) {
 	cur := report{Mode: "full", Params: "full params", Started: "2026-11-25T04:00:00Z", Seconds: 60,
 		Rows: []Row{{Scenario: "catch-up", Name: "leader puts, no learner joining", Result: Result{Ops: 3}}}}
 	var ran []scenarioSpec
-	for _, s := range scenarios(false, "") {
+	for _, s := range scenarios(false, "", "") {
 		if s.name == "catchup" {
 			ran = append(ran, s)
 		}
@@ -92,7 +92,7 @@ func TestMergeWithoutReadableRawFiguresFailsBeforeRunning(t *testing.T) {
 	} {
 		out := filepath.Join(dir, "out.md")
 		// idle would run for minutes: the error must come first.
-		err := run(true, out, tc.raw, "idle", true, filepath.Join(dir, "c.md"), "", false, 0)
+		err := run(options{quick: true, out: out, raw: tc.raw, only: "idle", merge: true, consistency: filepath.Join(dir, "c.md")})
 		if err == nil || !strings.Contains(err.Error(), "--merge") || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("--merge with %s: error %v, want one naming --merge and saying %q", filepath.Base(tc.raw), err, tc.want)
 		}

@@ -10,8 +10,9 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// scalePlotDir is where the scale scenario's plot goes.
-var scalePlotDir = filepath.Join("docs", "scaling")
+// scalePlotDir is where the scale scenario's plot goes, under the
+// report's docs directory.
+func scalePlotDir(docs string) string { return filepath.Join(docs, "scaling") }
 
 // scalePlotFile is the plot's file name without its extension.
 const scalePlotFile = "leader-cpu"
