@@ -76,6 +76,7 @@ func TestReplicaReadyzFollowsItsPeerLink(t *testing.T) {
 // A replica never runs with a smaller backend quota than a voter's: one
 // member over its quota stops writes cluster-wide.
 func TestReplicaQuotaFollowsTheVoters(t *testing.T) {
+	beside(t)
 	const quota = 64 << 20
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, ExtraArgs: []string{"--quota-backend-bytes", strconv.Itoa(quota)}})
@@ -122,6 +123,7 @@ func TestReplicaQuotaFollowsTheVoters(t *testing.T) {
 // quota and what to do) before it can pass its own quota and stop the
 // cluster's writes; started again, it takes the voters' new quota.
 func TestReplicaStopsWhenEveryVoterQuotaPassesIt(t *testing.T) {
+	beside(t)
 	const quota, raised = 64 << 20, 128 << 20
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, ExtraArgs: []string{"--quota-backend-bytes", strconv.Itoa(quota)}})
@@ -202,6 +204,7 @@ func replicaQuota(t *testing.T, url string) int64 {
 // With --client-cert-auth, a client's certificate CN is its user, through
 // the replica as through a voter; an anonymous client cannot defragment.
 func TestReplicaCertificateCNIsTheUser(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	certs := harness.NewCerts(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, TLS: certs})
@@ -257,6 +260,7 @@ func TestReplicaCertificateCNIsTheUser(t *testing.T) {
 // from the leader, fails with Unavailable within the request timeout
 // rather than wait forever or answer staler than its bound.
 func TestReplicaBoundedReadWithoutDeadlineFailsWhenCutOff(t *testing.T) {
+	beside(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true})
 	r := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1", PeerProxy: true})
 	rep := client(t, r.ClientURL)
@@ -299,6 +303,7 @@ func TestReplicaBoundedReadWithoutDeadlineFailsWhenCutOff(t *testing.T) {
 // a replica with rounds 5s apart keeps require-leader streams (watches,
 // lease keep-alives) open.
 func TestReplicaSlowFreshnessKeepsLeaderStreams(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	r := startReplica(t, bins, c, "r1", replicaOpts{Extra: []string{"--freshness-interval", "5s"}})

@@ -18,6 +18,7 @@ import (
 // Three primaries started with etcd's own flags form a cluster that the real
 // etcdctl uses as it uses etcd.
 func TestPrimaryClusterServesEtcdctl(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	eps := c.Endpoints()
@@ -68,6 +69,7 @@ func TestPrimaryClusterServesEtcdctl(t *testing.T) {
 // Stock etcd and primary speak the same wire protocol and take the same
 // flags: two etcd processes and one primary form one cluster.
 func TestStockEtcdAndPrimaryFormOneCluster(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, Kinds: []harness.Kind{harness.KindEtcd, harness.KindEtcd, harness.KindPrimary}})
 	var primary, etcd *harness.Member
@@ -96,6 +98,7 @@ func TestStockEtcdAndPrimaryFormOneCluster(t *testing.T) {
 // Bad input exits non-zero with one line per problem naming the flag or key,
 // and never a panic or a stack trace.
 func TestPrimaryBadInput(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	dir := t.TempDir()
 	malformed := filepath.Join(dir, "malformed.yml")
@@ -160,6 +163,7 @@ func checkBadInput(t *testing.T, code int, stderr string, want []string) {
 // The README's first command: a whole deployment that prints commands which
 // then work as printed.
 func TestDevDeploymentCommandsWork(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	bins.RequireReplica(t)
 	base := harness.FreePortRun(t, 102)

@@ -280,6 +280,7 @@ func firstErr(errs ...error) error {
 // --freshness-headers=false leaves the four headers out of every answer,
 // through gRPC and the JSON gateway (the benchmark's reference arm).
 func TestFreshnessHeadersCanBeTurnedOff(t *testing.T) {
+	beside(t)
 	harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
 	r := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1", Extra: []string{"--freshness-headers=false"}})

@@ -135,6 +135,7 @@ func check(t *testing.T, ops []porcupine.Operation) porcupine.CheckResult {
 // the voters and through the replica; weak reads, checked the same way, are
 // not — which shows the check can fail.
 func TestReplicaStrongReadsAreLinearizable(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	r := startReplica(t, bins, c, "r1", replicaOpts{})

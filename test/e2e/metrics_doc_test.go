@@ -87,6 +87,7 @@ func productSource(t *testing.T) string {
 // metric the reference lists is defined in the code (by its name's last
 // part), so the reference can be neither short nor stale.
 func TestMetricsReferenceListsEveryMetric(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	r := startReplica(t, bins, c, "standby", replicaOpts{Extra: []string{"--role", "standby", "--max-staleness", "1s"}})

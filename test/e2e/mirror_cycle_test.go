@@ -66,6 +66,7 @@ func sameCounts(t *testing.T, what string, before, after map[string]int64) {
 // mirror that a cycle forms around while it runs (a checkpoint written
 // behind its back) stops at its next check, naming the other.
 func TestMirrorRefusesACycleInOneCluster(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t)
 	x, cx := p.src, p.s
 	fill(t, cx, "/a/", 100)
@@ -123,6 +124,7 @@ func TestMirrorRefusesACycleInOneCluster(t *testing.T) {
 // each, forever): the mirror started second is refused before it writes
 // anything in either cluster, naming the first.
 func TestMirrorRefusesACycleAcrossClusters(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t)
 	fill(t, p.s, "/c/x", 100)
 	fill(t, p.d, "/c/y", 50)
@@ -150,6 +152,7 @@ func TestMirrorRefusesACycleAcrossClusters(t *testing.T) {
 // the first checkpoint can find the cycle. The keys written afterwards do
 // not loop.
 func TestMirrorRefusesACycleClaimedLate(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t)
 	x, cx := p.src, p.s
 	once := []string{"--cycle-check-interval", "1h"}
@@ -192,6 +195,7 @@ func TestMirrorRefusesACycleClaimedLate(t *testing.T) {
 // those in wrote, at the sync and while streaming; a key out had copied
 // before in wrote over it is deleted from out's image; verify agrees.
 func TestMirrorLeavesOutKeysAnotherMirrorWrote(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t) // s: X, d: Y
 	ctx := context.Background()
 	fill(t, p.s, "/a/local/", 50)

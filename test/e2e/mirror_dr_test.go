@@ -26,6 +26,7 @@ func (p *mirrorPair) waitPolicy(t *testing.T, name, policy string) {
 // one; a checkpoint written before policies were recorded adopts the
 // flags of the restart and records them.
 func TestMirrorRefusesAnotherPolicy(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t)
 	fill(t, p.s, "p/", 100)
 	proc := p.start(t, "--prefix", "p/", "--prune")

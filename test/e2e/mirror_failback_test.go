@@ -56,6 +56,7 @@ func prefixValues(t *testing.T, cli *clientv3.Client, prefix string) map[string]
 // writes keep flowing; the checkpoint records the failback, so that a
 // restart without the flag is refused and one with it does not adopt again.
 func TestMirrorFailback(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t) // s: A, d: B
 	a, b := p.s, p.d
 	ctx := context.Background()

@@ -47,6 +47,7 @@ func sourceWriter(t *testing.T, p *mirrorPair, prefix string) (stop func() int) 
 // reports itself stalled (metric and log), and once the link heals it
 // catches up and verify passes.
 func TestMirrorDestinationBlackholed(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t)
 	px := p.proxyDest(t)
 	fill(t, p.s, "b/", 1000)
@@ -93,6 +94,7 @@ func TestMirrorDestinationBlackholed(t *testing.T) {
 // own write (its token) rather than stop with "another mirror writes
 // here"; then it catches up and verify passes.
 func TestMirrorOwnAmbiguousCommit(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t)
 	px := p.proxyDest(t)
 	fill(t, p.s, "a/", 100)
@@ -126,6 +128,7 @@ func TestMirrorOwnAmbiguousCommit(t *testing.T) {
 // one destination: the one whose checkpoint is overwritten stops, saying
 // another mirror writes here.
 func TestMirrorFencesAnotherWithTheSameName(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t)
 	fill(t, p.s, "f/", 100)
 	first := p.start(t, "--prefix", "f/")
@@ -162,6 +165,7 @@ func TestMirrorFencesAnotherWithTheSameName(t *testing.T) {
 // that does so never catches up while the source writes at the pace of
 // its commits (BENCHMARKS.md, lag at 2,000 puts/s).
 func TestMirrorAppliesABacklogInFewTransactions(t *testing.T) {
+	beside(t)
 	const n = 400
 	p := startMirrorPair(t)
 	metrics := harness.URL(harness.FreePort(t))

@@ -18,6 +18,7 @@ import (
 // by count alone was refused ("request is too large") and retried forever.
 // Broken on purpose (no byte budget), the mirror never catches up.
 func TestMirrorCopiesLargeValues(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t)
 	val := func(i int) string { return fmt.Sprintf("%06d", i) + strings.Repeat("x", 64<<10) }
 	ctx := context.Background()

@@ -97,6 +97,7 @@ func (p *mirrorPair) resyncAfterCompaction(t *testing.T, proc *harness.Proc, nam
 // second mirror whose image overlaps is refused; --prune makes the image
 // exact.
 func TestMirrorOwnsOnlyWhatItWrote(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t)
 	fill(t, p.s, "/registry/", 300)
 	ctx := context.Background()
@@ -167,6 +168,7 @@ func TestMirrorOwnsOnlyWhatItWrote(t *testing.T) {
 // restarts; a source key landing on a destination key the mirror did not
 // write is left alone (and verify says so) unless --overwrite.
 func TestMirrorOwnsOnlyWhatItWroteUnderItsPrefix(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t)
 	fill(t, p.s, "/registry/", 300)
 	ctx := context.Background()

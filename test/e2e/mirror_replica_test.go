@@ -21,6 +21,7 @@ import (
 // checkpoints chain), and no voter ever sent a watch event: the mirror
 // waited for its replica rather than moving its watch onto the voters.
 func TestMirrorWatchingAReplica(t *testing.T) {
+	beside(t)
 	p := startMirrorPairOf(t, 3)
 	rep := startReplica(t, p.bins, p.src, "replica", replicaOpts{})
 	p.sourceURL = rep.ClientURL

@@ -76,6 +76,7 @@ func resyncCompared(t *testing.T, p *mirrorPair, proc *harness.Proc, metrics str
 // deleted one, and the keys it did not rewrite are still the mirror's: a
 // later source delete of one reaches the destination.
 func TestMirrorResyncWritesOnlyWhatDiffers(t *testing.T) {
+	beside(t)
 	keys := 20000
 	if *mirrorLong {
 		keys = 100000

@@ -146,6 +146,7 @@ func mustVerify(t *testing.T, p *mirrorPair, extra ...string) {
 }
 
 func TestMirrorSyncsThenStreams(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t)
 	fill(t, p.s, "m/", 100000)
 	// A destination key the source never had: the sync deletes it, as
@@ -195,6 +196,7 @@ func TestMirrorSyncsThenStreams(t *testing.T) {
 }
 
 func TestMirrorSurvivesKills(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t)
 	fill(t, p.s, "k/", 100000)
 	seed := time.Now().UnixNano()
@@ -307,6 +309,7 @@ func checkChain(t *testing.T, p *mirrorPair) {
 }
 
 func TestMirrorDeletesWhatWasDeletedWhileDown(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t)
 	fill(t, p.s, "d/", 1000)
 	proc := p.start(t, "--prefix", "d/")
@@ -328,6 +331,7 @@ func TestMirrorDeletesWhatWasDeletedWhileDown(t *testing.T) {
 }
 
 func TestMirrorResyncsAfterCompaction(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t)
 	fill(t, p.s, "c/", 1000)
 	proc := p.start(t, "--prefix", "c/")
@@ -355,6 +359,7 @@ func TestMirrorResyncsAfterCompaction(t *testing.T) {
 }
 
 func TestMirrorRevKeepsTheDestPrefix(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t)
 	if _, err := p.s.Put(context.Background(), "a/before", "1"); err != nil {
 		t.Fatal(err)
@@ -386,6 +391,7 @@ func TestMirrorRevKeepsTheDestPrefix(t *testing.T) {
 }
 
 func TestMirrorRefusesWhatWouldCorruptData(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t)
 	refused := func(t *testing.T, args []string, want string) {
 		t.Helper()

@@ -16,6 +16,7 @@ import (
 // arrives. With a destination user that may not write there, it copies
 // nothing and says why.
 func TestMirrorOverTLSWithAuth(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	certs := harness.NewCerts(t)
 	src := harness.StartCluster(t, harness.ClusterConfig{N: 1, TLS: certs})

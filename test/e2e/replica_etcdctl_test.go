@@ -14,6 +14,7 @@ import (
 // and prints what it prints against a voter. Run against primary voters and
 // against stock etcd voters, of this release and of the previous minor one.
 func TestReplicaServesEtcdctlLikeAVoter(t *testing.T) {
+	beside(t)
 	for _, kind := range []harness.Kind{harness.KindPrimary, harness.KindEtcd, harness.KindEtcd36} {
 		t.Run(kind.String(), func(t *testing.T) {
 			bins := harness.Binaries(t)

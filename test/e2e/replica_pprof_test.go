@@ -11,6 +11,7 @@ import (
 // A replica serves /debug/pprof/ on its client URL with etcd's
 // --enable-pprof, as a voter does, and not without it.
 func TestReplicaPprofAsEtcd(t *testing.T) {
+	beside(t)
 	harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
 	with := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1", Extra: []string{"--enable-pprof"}})

@@ -69,6 +69,7 @@ func members(t *testing.T, c *harness.Cluster) (clusterID uint64, ms []*etcdserv
 // the cluster it came from is still up; the cluster it was pointed at is
 // left as it was.
 func TestReplicaRefusesAForeignDataDir(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	a := harness.StartCluster(t, harness.ClusterConfig{N: 1})
 	b := harness.StartCluster(t, harness.ClusterConfig{N: 1})
@@ -97,6 +98,7 @@ func TestReplicaRefusesAForeignDataDir(t *testing.T) {
 // replica takes that entry over (with --max-learners 1 the limit would
 // refuse a second add), and no unnamed entry remains.
 func TestReplicaCrashAfterAddRestarts(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1, ExtraArgs: []string{"--max-learners", "1"}})
 	peer := harness.URL(harness.FreePort(t))
@@ -114,6 +116,7 @@ func TestReplicaCrashAfterAddRestarts(t *testing.T) {
 // advertising other peer URLs: the data dir is dropped, the entry it names
 // removed, and the replica joins anew under --max-learners 1.
 func TestReplicaCrashAfterWALRestarts(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1, ExtraArgs: []string{"--max-learners", "1"}})
 	clusterID, _ := members(t, c)
@@ -164,6 +167,7 @@ func TestReplicaCrashAfterWALRestarts(t *testing.T) {
 // An unnamed entry of another replica that fills the learner limit is
 // named in the refusal, with the command that removes it.
 func TestReplicaLearnerLimitNamesStaleEntries(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1, ExtraArgs: []string{"--max-learners", "1"}})
 	stale := addLearner(t, c, harness.URL(harness.FreePort(t)))
@@ -175,6 +179,7 @@ func TestReplicaLearnerLimitNamesStaleEntries(t *testing.T) {
 // --join at a server that is not etcd, and at the replica's own client URL,
 // fail within seconds naming --join.
 func TestReplicaJoinIsChecked(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
 	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("hello")) }))
@@ -205,6 +210,7 @@ func TestReplicaJoinIsChecked(t *testing.T) {
 // A replica whose data dir was lost is refused with the command to run;
 // run, the replica joins again as a new learner.
 func TestReplicaLostDataDirSaysToLeave(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
 	r := startReplica(t, bins, c, "r1", replicaOpts{})
@@ -287,6 +293,7 @@ func noUnnamed(t *testing.T, c *harness.Cluster, n int) {
 // only --join voter is down comes back (a voter serves clients only once
 // it has published itself, which may need this very member's vote).
 func TestPromotedReplicaRestartsWhileItsJoinIsDown(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	cli := client(t, c.Members[1].ClientURL, c.Members[2].ClientURL)
@@ -312,6 +319,7 @@ func TestPromotedReplicaRestartsWhileItsJoinIsDown(t *testing.T) {
 // --remove-on-exit never removes a voter: a promoted replica stopped
 // cleanly stays a voter with its data dir.
 func TestRemoveOnExitKeepsAPromotedMember(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	cli := client(t, c.Endpoints()...)

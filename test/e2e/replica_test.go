@@ -23,6 +23,7 @@ import (
 // A write through a replica is visible to a serializable read on the same
 // replica right after it is acknowledged: every time.
 func TestReplicaReadYourWrites(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	r := startReplica(t, bins, c, "r1", replicaOpts{})
@@ -51,6 +52,7 @@ func TestReplicaReadYourWrites(t *testing.T) {
 // A watch on the replica gets every event of 10,000 writes made through the
 // voters, in revision order, none lost or duplicated.
 func TestReplicaWatchSeesEveryEventInOrder(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	r := startReplica(t, bins, c, "r1", replicaOpts{})
@@ -121,6 +123,7 @@ func TestReplicaWatchSeesEveryEventInOrder(t *testing.T) {
 
 // kill -9 and restart on the same data dir: the same member, no new entry.
 func TestReplicaRestartIsTheSameMember(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	r := startReplica(t, bins, c, "r1", replicaOpts{})
@@ -227,6 +230,7 @@ func TestReplicaMisconfiguredPeerURLIsUndone(t *testing.T) {
 
 // When the learner limit is reached the replica says so and names the flag.
 func TestReplicaLearnerLimitNamesMaxLearners(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, ExtraArgs: []string{"--max-learners", "1"}})
 	startReplica(t, bins, c, "r1", replicaOpts{})
@@ -245,6 +249,7 @@ func TestReplicaLearnerLimitNamesMaxLearners(t *testing.T) {
 // With auth on, a read-only user reads through the replica and is denied on
 // a forbidden key and on writes, exactly as on a voter.
 func TestReplicaEnforcesAuth(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	r := startReplica(t, bins, c, "r1", replicaOpts{})

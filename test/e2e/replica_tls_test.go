@@ -10,6 +10,7 @@ import (
 // TestReplicaOverTLS joins a replica to voters that require certificates on
 // both their client and peer URLs, and uses it with etcdctl over TLS.
 func TestReplicaOverTLS(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	certs := harness.NewCerts(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, TLS: certs})
