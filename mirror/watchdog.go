@@ -25,12 +25,22 @@ func (mr *mirror) watchdog(ctx context.Context) {
 			v := mr.m.stall(now, mr.cfg.StallAfter)
 			switch v.Say(watchdogTick) {
 			case core.SayStalled:
-				mr.lg.Warn("mirror stalled: no progress while there is work to do", zap.Duration("for", v.IdleFor), zap.NamedError("last-error", v.LastErr))
+				mr.lg.Warn("mirror stalled: no progress while there is work to do", stallFields(v)...)
 			case core.SayStillStalled:
-				mr.lg.Warn("mirror still stalled", zap.Duration("for", v.IdleFor), zap.NamedError("last-error", v.LastErr))
+				mr.lg.Warn("mirror still stalled", stallFields(v)...)
 			case core.SayProgressing:
 				mr.lg.Info("mirror progressing again")
 			}
 		}
 	}
+}
+
+// stallFields are a stall's log fields: how long, the last error, and
+// what the operator can do about it if only they can (stallHint).
+func stallFields(v core.Verdict) []zap.Field {
+	fs := []zap.Field{zap.Duration("for", v.IdleFor), zap.NamedError("last-error", v.LastErr)}
+	if h := stallHint(v.LastErr); h != "" {
+		fs = append(fs, zap.String("what-to-do", h))
+	}
+	return fs
 }
