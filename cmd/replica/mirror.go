@@ -196,9 +196,20 @@ func policy(cfg config.Mirror) mirror.Policy {
 	return mirror.Keep
 }
 
-// mirrorClient connects to one side of a mirror, with gRPC keepalive.
+// grpcOverheadBytes is what etcd's gRPC server takes beyond
+// --max-request-bytes (embed's grpcOverheadBytes).
+const grpcOverheadBytes = 512 * 1024
+
+// mirrorClient connects to one side of a mirror, with gRPC keepalive. The
+// destination's client sends what the destination takes (--max-request-bytes
+// and gRPC's overhead), not clientv3's default 2 MiB: a mirror given a larger
+// --max-request-bytes must not refuse its own transactions.
 func mirrorClient(m config.Mirror, s config.MirrorSide, side string, lg *zap.Logger) (*clientv3.Client, error) {
-	return dialSide(clientv3.Config{DialKeepAliveTime: m.KeepaliveTime, DialKeepAliveTimeout: m.KeepaliveTimeout}, s, side, lg)
+	cfg := clientv3.Config{DialKeepAliveTime: m.KeepaliveTime, DialKeepAliveTimeout: m.KeepaliveTimeout}
+	if side == "dest" {
+		cfg.MaxCallSendMsgSize = m.MaxRequestBytes + grpcOverheadBytes
+	}
+	return dialSide(cfg, s, side, lg)
 }
 
 // sideClient connects to one side with its own TLS and credentials.
@@ -212,6 +223,7 @@ func dialSide(cfg clientv3.Config, s config.MirrorSide, side string, lg *zap.Log
 		return nil, fmt.Errorf("--%s-cacert/--%s-cert/--%s-key: %w", side, side, side, err)
 	}
 	base.DialKeepAliveTime, base.DialKeepAliveTimeout = cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout
+	base.MaxCallSendMsgSize = cfg.MaxCallSendMsgSize
 	cli, err := clientv3.New(base)
 	if err != nil {
 		return nil, fmt.Errorf("--%s-endpoints: %w", side, err)

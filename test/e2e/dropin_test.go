@@ -260,7 +260,6 @@ func TestReplicaCertificateCNIsTheUser(t *testing.T) {
 // from the leader, fails with Unavailable within the request timeout
 // rather than wait forever or answer staler than its bound.
 func TestReplicaBoundedReadWithoutDeadlineFailsWhenCutOff(t *testing.T) {
-	beside(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true})
 	r := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1", PeerProxy: true})
 	rep := client(t, r.ClientURL)
@@ -303,7 +302,6 @@ func TestReplicaBoundedReadWithoutDeadlineFailsWhenCutOff(t *testing.T) {
 // a replica with rounds 5s apart keeps require-leader streams (watches,
 // lease keep-alives) open.
 func TestReplicaSlowFreshnessKeepsLeaderStreams(t *testing.T) {
-	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	r := startReplica(t, bins, c, "r1", replicaOpts{Extra: []string{"--freshness-interval", "5s"}})

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/understudy-kv/understudy/test/harness"
 )
 
 // TestMirrorCopiesLargeValues: values of 64 KiB — 24 of them more than the
@@ -48,5 +50,44 @@ func TestMirrorCopiesLargeValues(t *testing.T) {
 	resp, err := p.d.Get(rctx, "/big/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || resp.Count != 140 {
 		t.Fatalf("destination holds %v keys under /big/ (%v), want 140", resp, err)
+	}
+}
+
+// TestMirrorSendsWhatTheDestinationTakes: source and destination take
+// requests of up to 8 MiB (--max-request-bytes), and the mirror is told so.
+// A 3 MiB value, which its transaction carries twice (once in the
+// ownership guard), is over clientv3's default send limit of 2 MiB and is
+// copied all the same: the mirror's destination client sends up to what
+// the destination takes. Broken on purpose (clientv3's default), the mirror
+// stalls on "trying to send message larger than max".
+func TestMirrorSendsWhatTheDestinationTakes(t *testing.T) {
+	beside(t)
+	bins := harness.Binaries(t)
+	bins.RequireReplica(t)
+	limit := []string{"--max-request-bytes", fmt.Sprint(8 << 20)}
+	p := &mirrorPair{bins: bins}
+	p.src = harness.StartCluster(t, harness.ClusterConfig{N: 1, Token: "source", ExtraArgs: limit})
+	p.dst = harness.StartCluster(t, harness.ClusterConfig{N: 1, Token: "dest", ExtraArgs: limit})
+	p.s, p.d = p.src.Client(t), p.dst.Client(t)
+	big, err := clientv3.New(clientv3.Config{Endpoints: p.src.Endpoints(), DialTimeout: 10 * time.Second, MaxCallSendMsgSize: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	value := strings.Repeat("x", 3<<20)
+	if _, err := big.Put(ctx, "/huge/0", value); err != nil {
+		t.Fatalf("put of 3 MiB at the source: %v", err)
+	}
+	proc := p.start(t, append([]string{"--prefix", "/huge/"}, limit...)...)
+	p.waitCaughtUp(t, "default")
+	mustVerify(t, p, "--prefix", "/huge/")
+	resp, err := p.d.Get(ctx, "/huge/0")
+	if err != nil || len(resp.Kvs) != 1 || len(resp.Kvs[0].Value) != len(value) {
+		t.Fatalf("destination's /huge/0: %v, %v; want the 3 MiB value", resp, err)
+	}
+	if proc.Exited() {
+		t.Fatalf("the mirror exited:\n%s", proc.Log())
 	}
 }
