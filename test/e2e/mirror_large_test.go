@@ -8,8 +8,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/understudy-kv/understudy/test/harness"
 )
 
 // TestMirrorCopiesLargeValues: values of 64 KiB — 24 of them more than the
@@ -62,13 +60,8 @@ func TestMirrorCopiesLargeValues(t *testing.T) {
 // stalls on "trying to send message larger than max".
 func TestMirrorSendsWhatTheDestinationTakes(t *testing.T) {
 	beside(t)
-	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
 	limit := []string{"--max-request-bytes", fmt.Sprint(8 << 20)}
-	p := &mirrorPair{bins: bins}
-	p.src = harness.StartCluster(t, harness.ClusterConfig{N: 1, Token: "source", ExtraArgs: limit})
-	p.dst = harness.StartCluster(t, harness.ClusterConfig{N: 1, Token: "dest", ExtraArgs: limit})
-	p.s, p.d = p.src.Client(t), p.dst.Client(t)
+	p := startMirrorPairWith(t, 1, limit, limit)
 	big, err := clientv3.New(clientv3.Config{Endpoints: p.src.Endpoints(), DialTimeout: 10 * time.Second, MaxCallSendMsgSize: 16 << 20})
 	if err != nil {
 		t.Fatal(err)

@@ -18,13 +18,9 @@ import (
 // has done it (the destination restarted with a larger quota, the alarm
 // disarmed), the mirror goes on by itself and verify passes.
 func TestMirrorIntoAFullDestinationWaitsAndResumes(t *testing.T) {
-	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
 	const quota = 8 << 20
-	p := &mirrorPair{bins: bins}
-	p.src = harness.StartCluster(t, harness.ClusterConfig{N: 1, Token: "source"})
-	p.dst = harness.StartCluster(t, harness.ClusterConfig{N: 1, Token: "dest", ExtraArgs: []string{"--quota-backend-bytes", fmt.Sprint(quota)}})
-	p.s, p.d = p.src.Client(t), p.dst.Client(t)
+	p := startMirrorPairWith(t, 1, nil, []string{"--quota-backend-bytes", fmt.Sprint(quota)})
+	bins := p.bins
 	// 16 MiB under the prefix: twice the destination's quota.
 	value := strings.Repeat("x", 64<<10)
 	for i := range 256 {

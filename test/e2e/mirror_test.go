@@ -38,11 +38,18 @@ func startMirrorPair(t *testing.T) *mirrorPair {
 // startMirrorPairOf is startMirrorPair with a source of n voters.
 func startMirrorPairOf(t *testing.T, n int) *mirrorPair {
 	t.Helper()
+	return startMirrorPairWith(t, n, nil, nil)
+}
+
+// startMirrorPairWith is startMirrorPairOf with extra etcd flags for the
+// source's voters and for the destination's.
+func startMirrorPairWith(t *testing.T, n int, srcArgs, dstArgs []string) *mirrorPair {
+	t.Helper()
 	bins := harness.Binaries(t)
 	bins.RequireReplica(t)
 	p := &mirrorPair{bins: bins}
-	p.src = harness.StartCluster(t, harness.ClusterConfig{N: n, Token: "source"})
-	p.dst = harness.StartCluster(t, harness.ClusterConfig{N: 1, Token: "dest"})
+	p.src = harness.StartCluster(t, harness.ClusterConfig{N: n, Token: "source", ExtraArgs: srcArgs})
+	p.dst = harness.StartCluster(t, harness.ClusterConfig{N: 1, Token: "dest", ExtraArgs: dstArgs})
 	p.s, p.d = p.src.Client(t), p.dst.Client(t)
 	return p
 }
