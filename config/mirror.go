@@ -49,6 +49,10 @@ type Mirror struct {
 	// --prune or neither) than the one its checkpoint records; without it
 	// the restart is refused, naming both.
 	ResetPolicy bool
+	// Resync syncs in full again at start although the checkpoint says
+	// where to resume: for a source restored behind the checkpoint (from
+	// a backup), which the mirror refuses otherwise.
+	Resync bool
 	// Failback lets the mirror copy back into its source what a drained
 	// mirror (the reverse one, its cutover record in this mirror's source)
 	// copied from it, taking over the destination's keys that mirror
@@ -147,6 +151,7 @@ func NewMirrorFlags(cfg *Mirror) *flag.FlagSet {
 	fs.BoolVar(&cfg.Overwrite, "overwrite", cfg.Overwrite, "Copy the source over destination keys this mirror did not write (it still deletes only keys it wrote). Without --overwrite or --prune, an initial sync into a destination that holds such keys is refused, and they are never touched.")
 	fs.BoolVar(&cfg.Prune, "prune", cfg.Prune, "Make the destination image (the keys under the destination prefix, or every key with --no-dest-prefix) an exact copy of the source: overwrite, and delete keys the source does not have, whoever wrote them.")
 	fs.BoolVar(&cfg.ResetPolicy, "reset-policy", cfg.ResetPolicy, "Run under this invocation's policy (--overwrite, --prune or neither) although the checkpoint records another; without it such a restart is refused, naming both.")
+	fs.BoolVar(&cfg.Resync, "resync", cfg.Resync, "Sync in full again, although the checkpoint says where to resume: for a source restored from a backup behind the checkpoint, which the mirror refuses otherwise. Compares before writing; deletes the keys this mirror wrote that the source does not have.")
 	fs.BoolVar(&cfg.Failback, "failback", cfg.Failback, "Fail back after a switchover: copy the source's prefix back into the destination although a mirror from the destination into the source (drained: its cutover record is in the source) copied it there; that mirror's keys are copied, and the destination keys it copied are taken over (overwritten, or deleted if the source no longer has them). The destination's other keys are left alone. Without it such a mirror is refused.")
 	fs.DurationVar(&cfg.CommandTimeout, "command-timeout", cfg.CommandTimeout, "Timeout of each request to either cluster; a request that times out is retried with backoff.")
 	fs.DurationVar(&cfg.KeepaliveTime, "keepalive-time", cfg.KeepaliveTime, "gRPC keepalive time of both clients (gRPC's least is 10s).")

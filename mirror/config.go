@@ -39,6 +39,10 @@ type Config struct {
 	// ResetPolicy lets a restart write under a Policy other than the one
 	// its checkpoint records; without it such a restart is refused.
 	ResetPolicy bool
+	// Resync syncs in full again at start although a checkpoint says
+	// where to resume: for a source restored behind the checkpoint, which
+	// the mirror otherwise refuses.
+	Resync bool
 	// RequestTimeout bounds every request to either cluster (watches
 	// excepted: they are kept honest by gRPC keepalive and progress
 	// notifications).

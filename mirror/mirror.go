@@ -176,6 +176,9 @@ func outcome(err error) core.Outcome {
 
 // step does the next phase from the checkpoint: a full sync, then streaming.
 func (mr *mirror) step(ctx context.Context) error {
+	if err := mr.checkSource(ctx); err != nil {
+		return err
+	}
 	step := core.NextStep(mr.cp, mr.failback.adopt)
 	if step == core.StepAdopt {
 		return mr.adopt(ctx)
@@ -223,6 +226,15 @@ func (mr *mirror) reload(ctx context.Context) error {
 	}
 	switch {
 	case modRev == mr.cpModRev:
+	case cp != nil && modRev < mr.cpModRev:
+		// A destination's revisions never go back but by a restore: it
+		// was restored from a backup behind this mirror's last write. Its
+		// keys and this checkpoint were written together, so the mirror
+		// resumes from it and copies again what the restore took back.
+		mr.lg.Warn("the destination's checkpoint is older than this mirror's last write: the destination was restored from a backup; resuming from its checkpoint",
+			zap.Int64("checkpoint", cp.Revision), zap.Int64("last-written", mr.cp.Revision),
+			zap.Int64("dest-revision", modRev), zap.Int64("last-written-dest-revision", mr.cpModRev))
+		mr.cp, mr.cpModRev = cp, modRev
 	case cp != nil && cp.Token == mr.token:
 		mr.lg.Info("a write whose outcome was unknown had landed; resuming from it", zap.Int64("checkpoint", cp.Revision), zap.Int64("dest-revision", modRev))
 		if mr.cpModRev == 0 {

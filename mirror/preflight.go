@@ -10,6 +10,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/understudy-kv/understudy/mirror/core"
 )
 
 // clusterID names a cluster as checkpoints record it, with its revision now.
@@ -72,6 +74,10 @@ func (mr *mirror) preflight(ctx context.Context) error {
 		}
 	}
 	switch {
+	case mr.cp != nil && mr.cfg.Resync:
+		mr.lg.Warn("--resync: syncing in full again; the checkpoint's revision is not resumed from", zap.Int64("revision", mr.cp.Revision))
+		next := core.Resync(*mr.cp)
+		mr.cp = &next // written with the first page of the new sync
 	case mr.cp != nil:
 		mr.lg.Info("resuming from the checkpoint", zap.String("phase", mr.cp.Phase), zap.Int64("revision", mr.cp.Revision), zap.String("synced-through", mr.cp.SyncedThrough))
 		if mr.cfg.Rev > 0 {

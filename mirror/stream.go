@@ -198,6 +198,11 @@ func (mr *mirror) stream(ctx context.Context, w *sourceWatch) error {
 		lost = mr.leases.lostc
 	}
 	var lastProgress time.Time
+	// unanswered counts the progress requests since the last response: etcd
+	// answers none while the watch waits for a revision the source has not
+	// reached (its RequestProgress skips such watchers), which is where a
+	// watch the client resumed on a restored source waits.
+	unanswered := 0
 	for {
 		// Leases that ended while the mirror is busy are restored between
 		// passes, not only once the source goes quiet.
@@ -210,14 +215,30 @@ func (mr *mirror) stream(ctx context.Context, w *sourceWatch) error {
 		}
 		batch, failed := w.take(passResponses)
 		if len(batch) == 0 && failed == nil {
-			if err := mr.idle(ctx, w, tick.Chan(), lost); err != nil {
+			asked, err := mr.idle(ctx, w, tick.Chan(), lost)
+			if err != nil {
 				return err
+			}
+			if asked {
+				unanswered++
+			}
+			if unanswered >= unansweredProgress {
+				if err := mr.checkSource(ctx); err != nil {
+					return err
+				}
+				unanswered = 0
 			}
 			continue
 		}
+		unanswered = 0
 		events, progress := eventsOf(batch)
 		if failed != nil {
 			return errors.Join(mr.apply(ctx, events), failed)
+		}
+		if progress > 0 {
+			if err := mr.suspectSource(ctx, progress); err != nil {
+				return err
+			}
 		}
 		pos := progress // a progress notification's
 		if n := len(events); n > 0 {
@@ -238,24 +259,29 @@ func (mr *mirror) stream(ctx context.Context, w *sourceWatch) error {
 	}
 }
 
+// unansweredProgress is how many progress requests in a row may go
+// unanswered before the mirror reads the source's revision itself.
+const unansweredProgress = 2
+
 // idle waits, with nothing queued, for the watch, a progress tick (the
-// source is asked where it is) or a lost lease (restored).
-func (mr *mirror) idle(ctx context.Context, w *sourceWatch, tick <-chan time.Time, lost <-chan struct{}) error {
+// source is asked where it is: asked) or a lost lease (restored).
+func (mr *mirror) idle(ctx context.Context, w *sourceWatch, tick <-chan time.Time, lost <-chan struct{}) (asked bool, err error) {
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	case <-tick:
 		pctx, cancel := context.WithTimeout(w.ctx, mr.cfg.RequestTimeout)
 		err := mr.cfg.Source.RequestProgress(pctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
-			return fmt.Errorf("mirror: source progress: %w", err)
+			return false, fmt.Errorf("mirror: source progress: %w", err)
 		}
+		return true, nil
 	case <-lost:
-		return mr.restore(ctx, mr.leases.takeLost())
+		return false, mr.restore(ctx, mr.leases.takeLost())
 	case <-w.ready:
 	}
-	return nil
+	return false, nil
 }
 
 // eventsOf are the events of a pass's watch responses, in order, and the

@@ -74,7 +74,7 @@ func newViaMetrics(reg prometheus.Registerer, avoided func() float64) *viaMetric
 		}, []string{"source"}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "understudy", Subsystem: "replica", Name: "read_index_via_rejections_total",
-			Help: "Read indexes from a --read-index-via hub that were not used, by reason (not_member, wrong_member, wrong_cluster, stale_term, index_behind, catch_up, slow, unreachable, refused, unauthorized, no_token, malformed, tls_unverified, no_leader_contact).",
+			Help: "Read indexes from a --read-index-via hub that were not used, by reason (not_member, wrong_member, wrong_cluster, wrong_nonce, stale_term, index_behind, catch_up, slow, unreachable, refused, unauthorized, no_token, malformed, tls_unverified, no_leader_contact).",
 		}, []string{"reason"}),
 	}
 	if reg != nil {

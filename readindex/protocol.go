@@ -17,8 +17,10 @@ import "strconv"
 // Whom the asker trusts (docs/trust-model.md): only a member of its own
 // cluster, by its own raft-replicated member list: it asks only URLs that a
 // member advertises as a client URL, and uses an answer only if it names
-// that member, the asker's cluster, a term no older than the asker's and an
-// index no lower than the asker's commit index when it asked; over TLS the
+// that member, the asker's cluster, the nonce the asker sent with this
+// request (an answer to another request, replayed or cached, proves no
+// round that started after this one), a term no older than the asker's and
+// an index no lower than the asker's commit index when it asked; over TLS the
 // hub's certificate must verify against the cluster's CA for that URL. A
 // hub's answer serves strong reads only: it never moves the asker's
 // freshness or leader contact (see Freshness), and the asker uses hubs only
@@ -33,6 +35,10 @@ import "strconv"
 // Path is where a replica serves read indexes to other replicas.
 const Path = "/understudy/v1/readindex"
 
+// NonceParam is the query parameter of Path that carries the asker's nonce,
+// which the answer repeats.
+const NonceParam = "nonce"
+
 // Answer is Path's answer.
 type Answer struct {
 	// Cluster is the hub's cluster ID, in hex: an index from another
@@ -43,13 +49,18 @@ type Answer struct {
 	// Term is the hub's raft term when it answered.
 	Term uint64 `json:"term,string"`
 	// Index is applied at the hub after a round that started after the
-	// request arrived.
+	// request arrived, counting a snapshot: at least that round's read
+	// index. (etcd's AppliedIndex() is not such a figure: a snapshot does
+	// not move it.)
 	Index uint64 `json:"index,string"`
+	// Nonce is the request's NonceParam, repeated.
+	Nonce string `json:"nonce"`
 }
 
-// NewAnswer is the answer of member of cluster in term, with index applied.
-func NewAnswer(cluster, member, term, index uint64) Answer {
-	return Answer{Cluster: idHex(cluster), Member: idHex(member), Term: term, Index: index}
+// NewAnswer is the answer of member of cluster in term, with index
+// applied, to the request that sent nonce.
+func NewAnswer(cluster, member, term, index uint64, nonce string) Answer {
+	return Answer{Cluster: idHex(cluster), Member: idHex(member), Term: term, Index: index, Nonce: nonce}
 }
 
 // idHex is how Path names a cluster or a member.

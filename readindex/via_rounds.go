@@ -2,11 +2,14 @@ package readindex
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -62,6 +65,7 @@ const (
 	reasonNotMember    = "not_member"
 	reasonWrongMember  = "wrong_member"
 	reasonWrongCluster = "wrong_cluster"
+	reasonWrongNonce   = "wrong_nonce"
 	reasonStaleTerm    = "stale_term"
 	reasonIndexBehind  = "index_behind"
 	reasonCatchUp      = "catch_up"
@@ -216,13 +220,14 @@ func (v *viaRounds) viaHub(ctx context.Context, hub string) error {
 	// What the replica knew before it asked: the hub's round started
 	// later, so its answer may not be older.
 	term, committed := v.local.term(), v.local.committed()
+	nonce := newNonce()
 	sent := v.clock.Now()
-	a, err := v.ask(ctx, hub, token)
+	a, err := v.ask(ctx, hub, token, nonce)
 	if err != nil {
 		return err
 	}
 	latency := v.clock.Since(sent)
-	if err := checkAnswer(a, v.local.cluster, member.ID, term, committed); err != nil {
+	if err := checkAnswer(a, v.local.cluster, member.ID, nonce, term, committed); err != nil {
 		return err
 	}
 	if err := v.catchUp(ctx, a.Index); err != nil {
@@ -241,14 +246,19 @@ func (v *viaRounds) viaHub(ctx context.Context, hub string) error {
 	return nil
 }
 
-// checkAnswer refuses an answer that is not from member of cluster, or
-// that is older than what the replica knew when it asked (term, committed).
-func checkAnswer(a Answer, cluster string, member, term, committed uint64) error {
+// checkAnswer refuses an answer that is not from member of cluster, not to
+// the request that sent nonce, or older than what the replica knew when it
+// asked (term, committed).
+func checkAnswer(a Answer, cluster string, member uint64, nonce string, term, committed uint64) error {
 	switch {
 	case a.Cluster != cluster:
 		return reject(reasonWrongCluster, "hub is in cluster %q, this replica in %s", a.Cluster, cluster)
 	case a.Member != idHex(member):
 		return reject(reasonWrongMember, "hub answers as member %q, but the member at its URL is %s", a.Member, idHex(member))
+	case a.Nonce != nonce:
+		// An answer to another request (replayed, or kept by a cache on
+		// the way) proves no round that started after this one.
+		return reject(reasonWrongNonce, "hub's answer carries nonce %q, the request sent %q (an answer to another request?)", a.Nonce, nonce)
 	case a.Term < term:
 		return reject(reasonStaleTerm, "hub answers in term %d, this replica is in term %d", a.Term, term)
 	case a.Index == 0 || a.Index < committed:
@@ -298,11 +308,19 @@ func (v *viaRounds) token(ctx context.Context) (string, error) {
 	return t, nil
 }
 
+// newNonce is a request's NonceParam: 128 random bits, in hex.
+func newNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
 // ask requests hub's read index, within the timeout.
-func (v *viaRounds) ask(ctx context.Context, hub, token string) (Answer, error) {
+func (v *viaRounds) ask(ctx context.Context, hub, token, nonce string) (Answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, v.timeout())
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(hub, "/")+Path, nil)
+	u := strings.TrimSuffix(hub, "/") + Path + "?" + url.Values{NonceParam: {nonce}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return Answer{}, reject(reasonMalformed, "%w", err)
 	}

@@ -44,8 +44,15 @@ func answerAs(member, index uint64) func(http.ResponseWriter, *http.Request) {
 	return answerWith(Answer{Cluster: "c1", Member: idHex(member), Term: 5, Index: index})
 }
 
+// answerWith answers a, with the request's nonce unless a names one.
 func answerWith(a Answer) func(http.ResponseWriter, *http.Request) {
-	return func(w http.ResponseWriter, r *http.Request) { _ = json.NewEncoder(w).Encode(a) }
+	return func(w http.ResponseWriter, r *http.Request) {
+		b := a
+		if b.Nonce == "" {
+			b.Nonce = r.URL.Query().Get(NonceParam)
+		}
+		_ = json.NewEncoder(w).Encode(b)
+	}
 }
 
 // viaFixture is a viaRounds of a replica in cluster c1, term 5, commit
@@ -153,6 +160,10 @@ func TestViaRoundFallsBackToItsOwnRound(t *testing.T) {
 		{"another cluster's hub", reasonWrongCluster, answerWith(Answer{Cluster: "c2", Member: idHex(hubID), Term: 5, Index: 42}), false, 0},
 		{"hub naming another member", reasonWrongMember, answerAs(hubID+7, 42), false, 0},
 		{"hub naming no member (an older hub)", reasonWrongMember, answerWith(Answer{Cluster: "c1", Index: 42}), false, 0},
+		{"hub answering another request (its nonce)", reasonWrongNonce, answerWith(Answer{Cluster: "c1", Member: idHex(hubID), Term: 5, Index: 42, Nonce: "0123"}), false, 0},
+		{"hub answering without the nonce (an older hub, a cache)", reasonWrongNonce, func(w http.ResponseWriter, r *http.Request) {
+			_ = json.NewEncoder(w).Encode(Answer{Cluster: "c1", Member: idHex(hubID), Term: 5, Index: 42})
+		}, false, 0},
 		{"hub in an older term", reasonStaleTerm, answerWith(Answer{Cluster: "c1", Member: idHex(hubID), Term: 4, Index: 42}), false, 0},
 		{"hub answering below the replica's commit index", reasonIndexBehind, answerAs(hubID, 2), false, 0},
 		{"hub answering index 0", reasonIndexBehind, answerAs(hubID, 0), false, 0},

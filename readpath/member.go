@@ -2,6 +2,7 @@ package readpath
 
 import (
 	"go.etcd.io/etcd/server/v3/etcdserver"
+	"go.etcd.io/etcd/server/v3/storage/schema"
 
 	"github.com/understudy-kv/understudy/readindex"
 )
@@ -29,4 +30,17 @@ func (m etcdMember) Peers() []readindex.Peer {
 		}
 	}
 	return out
+}
+
+// AppliedIndex is how far member s has applied its raft log, a snapshot
+// included. etcd's own AppliedIndex() moves only with applied entries:
+// applySnapshot leaves it where it was (v3.7.3, server.go), so after a
+// snapshot and before the next entry it trails the member's state by the
+// whole snapshot. The backend's consistent index is the snapshot's index
+// as soon as it is applied (etcd checks so, verifySnapshotIndex), and
+// trails applied entries only until the backend's next commit: the larger
+// of the two is the applied index exactly.
+func AppliedIndex(s *etcdserver.EtcdServer) uint64 {
+	ci, _ := schema.ReadConsistentIndex(s.Backend().ReadTx())
+	return max(s.AppliedIndex(), ci)
 }

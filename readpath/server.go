@@ -309,7 +309,7 @@ func (f *Front) newHTTP(ctx context.Context, cfg Config, election time.Duration)
 	}
 	f.gw = gw
 	ready := &readiness{cfg: cfg.Ready, clock: cfg.Clock, election: election, contact: f.contact, fresh: f.fresh,
-		applied: func() (uint64, uint64) { return s.AppliedIndex(), s.CommittedIndex() }}
+		applied: func() (uint64, uint64) { return AppliedIndex(s), s.CommittedIndex() }}
 	mux := clientMux(cfg.Logger, s, gw, ready)
 	if cfg.EnablePprof {
 		for p, h := range debugutil.PProfHandlers() {
@@ -317,8 +317,11 @@ func (f *Front) newHTTP(ctx context.Context, cfg Config, election time.Duration)
 		}
 		cfg.Logger.Info("pprof is enabled", zap.String("path", debugutil.HTTPPrefixPProf))
 	}
-	mux.Handle(readindex.Path, readIndexHandler(f.fresh, func() readindex.Answer {
-		return readindex.NewAnswer(uint64(s.Cluster().ID()), uint64(s.MemberID()), s.Term(), s.AppliedIndex())
+	mux.Handle(readindex.Path, readIndexHandler(f.fresh, func(nonce string) readindex.Answer {
+		// AppliedIndex, not etcd's: after a snapshot and before the next
+		// entry, etcd's trails the state by the snapshot, and an asker
+		// behind the same snapshot would serve its old state as current.
+		return readindex.NewAnswer(uint64(s.Cluster().ID()), uint64(s.MemberID()), s.Term(), AppliedIndex(s), nonce)
 	}, authorizeRead(s), s.Cfg.ReqTimeout()))
 	f.clientMux = mux
 	f.metricsMux = metricsMux(cfg.Logger, s, ready)

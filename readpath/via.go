@@ -24,8 +24,9 @@ import (
 
 // readIndexHandler serves readindex.Path: a round through fresh that starts
 // after the request, then, to a caller authorize admits, what answer says
-// (the hub's identity and applied index).
-func readIndexHandler(fresh *readindex.Freshness, answer func() readindex.Answer, authorize func(*http.Request) error, timeout time.Duration) http.Handler {
+// (the hub's identity and applied index, read after the round, and the
+// request's nonce).
+func readIndexHandler(fresh *readindex.Freshness, answer func(nonce string) readindex.Answer, authorize func(*http.Request) error, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			w.Header().Set("Allow", http.MethodGet)
@@ -49,7 +50,7 @@ func readIndexHandler(fresh *readindex.Freshness, answer func() readindex.Answer
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(answer())
+		_ = json.NewEncoder(w).Encode(answer(r.URL.Query().Get(readindex.NonceParam)))
 	})
 }
 

@@ -78,8 +78,8 @@ func TestReadIndexHandlerAnswersAfterARoundThatStartedAfterTheRequest(t *testing
 	runLoop(t, f)
 	var applied atomic.Uint64
 	applied.Store(10)
-	answer := func() readindex.Answer {
-		return readindex.NewAnswer(0xc1, hubID, 5, applied.Load())
+	answer := func(nonce string) readindex.Answer {
+		return readindex.NewAnswer(0xc1, hubID, 5, applied.Load(), nonce)
 	}
 	srv := httptest.NewServer(readIndexHandler(f, answer, nil, time.Minute))
 	t.Cleanup(srv.Close)
@@ -90,7 +90,7 @@ func TestReadIndexHandlerAnswersAfterARoundThatStartedAfterTheRequest(t *testing
 	}
 	got := make(chan result, 1)
 	go func() {
-		resp, err := http.Get(srv.URL + readindex.Path)
+		resp, err := http.Get(srv.URL + readindex.Path + "?" + readindex.NonceParam + "=n1")
 		if err != nil {
 			got <- result{err: err}
 			return
@@ -108,8 +108,8 @@ func TestReadIndexHandlerAnswersAfterARoundThatStartedAfterTheRequest(t *testing
 	applied.Store(12) // the round's read index is applied
 	send(t, fr.results, nil)
 	r := recv(t, got)
-	if r.err != nil || r.a != (readindex.Answer{Cluster: "c1", Member: "10", Term: 5, Index: 12}) {
-		t.Fatalf("answer %+v (%v), want index 12 of member %x of cluster c1 in term 5", r.a, r.err, hubID)
+	if r.err != nil || r.a != (readindex.Answer{Cluster: "c1", Member: "10", Term: 5, Index: 12, Nonce: "n1"}) {
+		t.Fatalf("answer %+v (%v), want index 12 of member %x of cluster c1 in term 5, to nonce n1", r.a, r.err, hubID)
 	}
 }
 
@@ -119,7 +119,7 @@ func TestReadIndexHandlerRefusesWhomAuthorizeRefuses(t *testing.T) {
 	f := readindex.NewFreshness(zaptest.NewLogger(t), clockwork.NewFakeClock(), time.Hour, 0, time.Minute, fr.round, nil)
 	runLoop(t, f)
 	var checked atomic.Int32
-	srv := httptest.NewServer(readIndexHandler(f, func() readindex.Answer { return readindex.NewAnswer(0xc1, hubID, 5, 1) },
+	srv := httptest.NewServer(readIndexHandler(f, func(nonce string) readindex.Answer { return readindex.NewAnswer(0xc1, hubID, 5, 1, nonce) },
 		func(*http.Request) error { checked.Add(1); return errors.New("user name is empty") }, time.Minute))
 	t.Cleanup(srv.Close)
 	got := make(chan int, 1)

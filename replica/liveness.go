@@ -15,6 +15,7 @@ import (
 
 	"github.com/understudy-kv/understudy/membership"
 	"github.com/understudy-kv/understudy/promotion"
+	"github.com/understudy-kv/understudy/readpath"
 )
 
 const (
@@ -112,7 +113,7 @@ func (r *roles) observeSelf(ctx context.Context) (promotion.Observation, error) 
 		}
 	}
 	if o.LeaderCommit == 0 {
-		o.Applied = r.srv.AppliedIndex()
+		o.Applied = readpath.AppliedIndex(r.srv)
 	}
 	// Read again after the round: a promotion may have been applied
 	// meanwhile, and a voter must not be promoted twice.
@@ -213,7 +214,7 @@ func leaderViewOf(view membership.RaftStatus, id uint64) promotion.LeaderView {
 // is applied here, so it is at most the applied index after. The lag
 // leaderCommit−applied is therefore never less than the real one.
 func (r *roles) roundCommit(ctx context.Context) (applied, leaderCommit uint64, err error) {
-	applied = r.srv.AppliedIndex()
+	applied = readpath.AppliedIndex(r.srv)
 	rctx, cancel := context.WithTimeout(ctx, roundTimeout)
 	defer cancel()
 	start := r.clock.Now()
@@ -221,7 +222,7 @@ func (r *roles) roundCommit(ctx context.Context) (applied, leaderCommit uint64, 
 		return 0, 0, err
 	}
 	r.rtt.Observe(r.clock.Since(start))
-	return applied, max(r.srv.AppliedIndex(), 1), nil
+	return applied, max(readpath.AppliedIndex(r.srv), 1), nil
 }
 
 // readRecord reads the failover record from the replica's own store.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/learner"
+	"github.com/understudy-kv/understudy/readpath"
 )
 
 // joinProbeTimeout bounds the check that --join reaches an etcd cluster.
@@ -195,20 +196,34 @@ func startLearner(ctx context.Context, lg *zap.Logger, cfg config.Replica, j lea
 			}
 		}
 	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		return fail(fmt.Errorf("learner failed: %w", err))
-	case <-ctx.Done():
+	err = learner.WaitPublished(ctx, lg, learner.Publishing{
+		Published: e.Server.ReadyNotify(),
+		Failed:    e.Err(),
+		SnapshotLast: func() (bool, uint64) {
+			applied := readpath.AppliedIndex(e.Server)
+			return applied > e.Server.AppliedIndex(), applied
+		},
+		Nudge: func(ctx context.Context) error {
+			_, err := cli.AuthStatus(ctx)
+			return err
+		},
+	})
+	switch {
+	case err != nil && ctx.Err() == nil:
+		return fail(err)
+	case err != nil && e.Server.Leader() == 0:
 		return fail(fmt.Errorf("%w (%v): it never heard from the leader; can the voters reach --initial-advertise-peer-urls %v?",
 			learner.ErrNotReady, cfg.JoinTimeout, cfg.AdvertisePeerURLs))
+	case err != nil:
+		return fail(fmt.Errorf("%w (%v): it heard from leader %s and applied index %d (commit index %d), but etcd did not publish it (its name and client URLs) through raft",
+			learner.ErrNotReady, cfg.JoinTimeout, e.Server.Leader(), readpath.AppliedIndex(e.Server), e.Server.CommittedIndex()))
 	}
 	observe := func(ctx context.Context) (learner.Progress, error) {
 		commit, err := learner.LeaderCommit(ctx, cli.Maintenance, cfg.Join)
 		if err != nil {
 			return learner.Progress{}, err
 		}
-		return learner.Progress{LeaderCommit: commit, Applied: e.Server.AppliedIndex()}, nil
+		return learner.Progress{LeaderCommit: commit, Applied: readpath.AppliedIndex(e.Server)}, nil
 	}
 	if _, err := learner.WaitCaughtUp(ctx, lg, 200*time.Millisecond, observe, opts.Progress); err != nil {
 		return fail(err)

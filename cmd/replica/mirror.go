@@ -152,7 +152,7 @@ func runMirrorLoop(ctx context.Context, cfg config.Mirror, src, dst *clientv3.Cl
 	err := mirror.Run(ctx, mirror.Config{
 		Source: src, Dest: dst, Prefix: cfg.Prefix, DestPrefix: cfg.MappedDestPrefix(),
 		Rev: cfg.Rev, Name: cfg.Name, MaxTxnOps: cfg.MaxTxnOps, MaxRequestBytes: cfg.MaxRequestBytes, PageSize: cfg.PageSize,
-		NoLeases: cfg.NoLeases, ProgressInterval: cfg.ProgressInterval, CycleCheckInterval: cfg.CycleCheckInterval, Policy: policy(cfg), ResetPolicy: cfg.ResetPolicy, Failback: cfg.Failback,
+		NoLeases: cfg.NoLeases, ProgressInterval: cfg.ProgressInterval, CycleCheckInterval: cfg.CycleCheckInterval, Policy: policy(cfg), ResetPolicy: cfg.ResetPolicy, Resync: cfg.Resync, Failback: cfg.Failback,
 		RequestTimeout: cfg.CommandTimeout, StallAfter: cfg.StallTimeout,
 		Progress: syncProgress(lg), Logger: lg, Registerer: reg,
 	})

@@ -161,3 +161,12 @@ func (b *Backoff) Next() time.Duration {
 func CycleCheckDue(due bool, now, last time.Time, every time.Duration) bool {
 	return due || now.Sub(last) >= every
 }
+
+// SourceBehind reports whether a source at revision rev is behind the
+// checkpoint: a source never goes back in revision, so one that is behind
+// the revision the mirror has copied through holds another history than
+// the one in the destination (restored from a backup: the same cluster ID,
+// an older revision).
+func SourceBehind(cp *Checkpoint, rev int64) bool {
+	return cp != nil && rev < cp.Revision
+}

@@ -122,3 +122,22 @@ func TestEncode(t *testing.T) {
 		t.Fatalf("Encode = %s\nwant     %s", got, want)
 	}
 }
+
+func TestSourceBehind(t *testing.T) {
+	cp := &Checkpoint{Phase: PhaseStream, Revision: 8}
+	for _, tc := range []struct {
+		cp   *Checkpoint
+		rev  int64
+		want bool
+	}{
+		{nil, 1, false}, // no checkpoint: nothing copied yet
+		{cp, 8, false},  // the source where the mirror is
+		{cp, 9, false},  // ahead, as a source moves on
+		{cp, 7, true},   // behind: another history
+		{&Checkpoint{Phase: PhaseSync}, 1, false}, // a resync from scratch
+	} {
+		if got := SourceBehind(tc.cp, tc.rev); got != tc.want {
+			t.Errorf("SourceBehind(%+v, %d) = %v, want %v", tc.cp, tc.rev, got, tc.want)
+		}
+	}
+}

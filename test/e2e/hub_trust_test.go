@@ -35,6 +35,7 @@ type hubAnswer struct {
 	Member  string `json:"member"`
 	Term    uint64 `json:"term,string"`
 	Index   uint64 `json:"index,string"`
+	Nonce   string `json:"nonce"`
 }
 
 // clusterOf returns the cluster ID, the leader's member ID and the term, as
@@ -65,7 +66,7 @@ func TestHubTrustFakeHubWithCutLinks(t *testing.T) {
 	var asked atomic.Int64
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		asked.Add(1)
-		_ = json.NewEncoder(w).Encode(hubAnswer{Cluster: hex(cluster), Member: hex(leader), Term: term + 1, Index: 1})
+		_ = json.NewEncoder(w).Encode(hubAnswer{Cluster: hex(cluster), Member: hex(leader), Term: term + 1, Index: 1, Nonce: r.URL.Query().Get("nonce")})
 	}))
 	t.Cleanup(fake.Close)
 	r := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1", PeerProxy: true,
@@ -201,7 +202,7 @@ func hubProxy(hub string, edit func(*hubAnswer) bool) http.Handler {
 			http.NotFound(w, r)
 			return
 		}
-		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, hub+readIndexPath, nil)
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, hub+readIndexPath+"?"+r.URL.RawQuery, nil)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return

@@ -20,6 +20,10 @@ type ReplicaConfig struct {
 	// PeerProxy advertises a Proxy in front of the replica's peer URL, so
 	// that CutPeerLinks can cut the links the voters open to it.
 	PeerProxy bool
+	// PeerDelay, with PeerProxy and the cluster's PeerProxies, delays every
+	// raft link between the replica and the voters by this much each way
+	// from the start (DelayPeerLinks, set before the replica first talks).
+	PeerDelay time.Duration
 	// ClientProxy advertises a Proxy in front of the replica's client URL
 	// (--advertise-client-urls): what other members' clients and
 	// --read-index-via askers dial; the harness's own clients dial
@@ -75,7 +79,18 @@ func StartReplica(t TB, c *Cluster, cfg ReplicaConfig) *Replica {
 	if c.TLS != nil {
 		args = append(args, c.TLS.EtcdFlags()...) // the replica takes etcd's TLS flags
 	}
+	if cfg.PeerDelay > 0 {
+		if r.PeerProxy == nil {
+			t.Fatalf("harness: ReplicaConfig.PeerDelay needs PeerProxy")
+		}
+		r.PeerProxy.Delay(cfg.PeerDelay)
+	}
 	r.Proc = Start(t, ProcConfig{Name: cfg.Name, Bin: c.Bins.Replica, Args: append(args, cfg.Extra...)})
+	if cfg.PeerDelay > 0 {
+		// Before the replica's member starts: it first adds itself (a
+		// round trip to the voters' client URLs at least).
+		r.DelayPeerLinks(t, c, cfg.PeerDelay)
+	}
 	if !cfg.NoWait {
 		r.WaitServing(t, 5*time.Minute)
 	}
