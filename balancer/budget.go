@@ -155,10 +155,12 @@ func (b *Balancer) boundedRead(ctx context.Context, budget time.Duration, method
 	return invoker(withCall(ctx, &call{r: routeVoterRead}), method, linearizable(req), reply, cc, opts...)
 }
 
-// invokeRead makes a read and learns, from the header of its answer, the
+// invokeRead makes a read, asking for the answer header (wire.FreshnessKey:
+// a replica sends it only when asked, by default), and learns from it the
 // staleness bound of the replica that served it.
 func (b *Balancer) invokeRead(ctx context.Context, c *call, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
 	var hdr metadata.MD
+	ctx = metadata.AppendToOutgoingContext(ctx, wire.FreshnessKey, "1")
 	start := time.Now()
 	err := invoker(ctx, method, req, reply, cc, append(opts[:len(opts):len(opts)], grpc.Header(&hdr))...)
 	if c.picked != nil && err == nil {

@@ -24,9 +24,11 @@ func DialOptions() []grpc.DialOption {
 
 type headerSlotKey struct{}
 
-// withHeader returns a context whose unary calls store their response
-// header in *md.
+// withHeader returns a context whose unary calls ask for a replica's
+// answer header (wire.FreshnessKey: replicas send it only when asked, by
+// default) and store their response header in *md.
 func withHeader(ctx context.Context, md *metadata.MD) context.Context {
+	ctx = metadata.AppendToOutgoingContext(ctx, wire.FreshnessKey, "1")
 	return context.WithValue(ctx, headerSlotKey{}, md)
 }
 

@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/understudy-kv/understudy/promotion"
+	"github.com/understudy-kv/understudy/wire"
 )
 
 // Replica configures a replica: an embedded etcd member that joins as a
@@ -146,10 +147,12 @@ type Replica struct {
 	// Zone labels the replica for zone-affine balancers (free text, such as
 	// a cloud zone name); empty means none.
 	Zone string
-	// FreshnessHeaders attaches the answer headers (read mode, staleness
-	// bound, known leader, applied revision) to every answer; true by
-	// default.
-	FreshnessHeaders bool
+	// FreshnessHeaders says when answers carry the answer headers (read
+	// mode, staleness bound, known leader, applied revision):
+	// wire.HeadersOnRequest (the default: when the request asks with
+	// wire.FreshnessKey or is a probe), wire.HeadersAlways or
+	// wire.HeadersOff.
+	FreshnessHeaders string
 	// EnablePprof serves runtime profiles under /debug/pprof/ on the
 	// client URLs (etcd's --enable-pprof; also at log level debug, as
 	// etcd).
@@ -227,7 +230,7 @@ func DefaultReplica() Replica {
 		ElectionMs:             1000,
 		AuthToken:              "simple",
 		LogLevel:               "info",
-		FreshnessHeaders:       true,
+		FreshnessHeaders:       wire.HeadersOnRequest,
 		Promotion:              promotion.DefaultConfig(),
 
 		MaxRequestBytes:             embed.DefaultMaxRequestBytes,
@@ -356,6 +359,11 @@ func (c Replica) Validate() error {
 	problems = append(problems, checkTLS("peer-", "--listen-peer-urls and --initial-advertise-peer-urls", c.PeerTLS, append(slices.Clone(c.ListenPeerURLs), c.AdvertisePeerURLs...))...)
 	if err := c.Promotion.Validate(); err != nil {
 		problems = append(problems, err)
+	}
+	switch c.FreshnessHeaders {
+	case wire.HeadersOnRequest, wire.HeadersAlways, wire.HeadersOff:
+	default:
+		add("--freshness-headers %q: must be %s, %s or %s", c.FreshnessHeaders, wire.HeadersOnRequest, wire.HeadersAlways, wire.HeadersOff)
 	}
 	if err := checkLogLevel(c.LogLevel); err != nil {
 		problems = append(problems, err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/understudy-kv/understudy/promotion"
+	"github.com/understudy-kv/understudy/wire"
 )
 
 // NewReplicaFlags registers the replica's flags, bound to cfg. Flag names are
@@ -76,7 +77,7 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.DurationVar(&cfg.Promotion.FailoverAfter, "failover-after", cfg.Promotion.FailoverAfter, "A standby replaces a voter silent for longer than this: none of its peer URLs answers and the leader's raft progress does not show it active (its client URLs are never asked).")
 	fs.BoolVar(&cfg.RemoveOnExit, "remove-on-exit", cfg.RemoveOnExit, "On a clean stop, remove this replica's member entry and its data (what etcd wrote in --data-dir, then the directory if nothing else is in it; for replicas that come and go).")
 	fs.StringVar(&cfg.Zone, "zone", cfg.Zone, "Zone label told to balancers that probe this replica, for zone-affine reads (for example the cloud zone's name).")
-	fs.BoolVar(&cfg.FreshnessHeaders, "freshness-headers", cfg.FreshnessHeaders, "Attach to every read, watch and forwarded write the headers understudy-read-mode, understudy-staleness-bound, understudy-known-leader and understudy-applied-revision (gRPC metadata; Grpc-Metadata-* on the JSON gateway). false omits them.")
+	fs.Var((*headersMode)(&cfg.FreshnessHeaders), "freshness-headers", "When answers carry the headers understudy-read-mode, understudy-staleness-bound, understudy-known-leader and understudy-applied-revision: on-request (when the request sends understudy-freshness), always, or off. See docs/read-modes.md.")
 	fs.BoolVar(&cfg.EnablePprof, "enable-pprof", cfg.EnablePprof, "Enable runtime profiling data via HTTP server. Address is at client URL + \"/debug/pprof/\" (etcd's flag; also on at --log-level debug, as etcd).")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "Log level: debug, info, warn or error.")
 	fs.StringVar(&cfg.ConfigFile, ConfigFileFlag, "", "Path to a YAML file of settings keyed by flag name. Precedence: flag > UNDERSTUDY_* environment > file > default.")
@@ -121,4 +122,26 @@ func (l *list) Set(s string) error {
 	}
 	*l = out
 	return nil
+}
+
+// headersMode is --freshness-headers: on-request, always or off; true and
+// false, its values when it was a boolean, still mean always and off.
+type headersMode string
+
+func (m *headersMode) String() string {
+	if m == nil {
+		return ""
+	}
+	return string(*m)
+}
+
+func (m *headersMode) Set(s string) error {
+	switch s {
+	case "true":
+		s = wire.HeadersAlways
+	case "false":
+		s = wire.HeadersOff
+	}
+	*m = headersMode(s)
+	return nil // Validate names a bad value with the others
 }

@@ -12,19 +12,26 @@ import (
 	"github.com/understudy-kv/understudy/wire"
 )
 
-// answerHeader tells, in the response header of every read, watch and
+// answerHeader tells, in the response header of a read, watch or
 // forwarded write, how the replica served it (wire.ReadModeKey), the
 // staleness it can prove (wire.StalenessBoundKey), whether it knows a
 // leader (wire.KnownLeaderKey) and its store's revision
-// (wire.AppliedRevisionKey): Consul's LastContact and KnownLeader on every
-// answer, so that clients and balancers learn freshness from traffic.
+// (wire.AppliedRevisionKey): Consul's LastContact and KnownLeader, so that
+// clients and balancers learn freshness from traffic. It does so when the
+// request asks (wire.FreshnessKey, or a probe's wire.ProbeKey), as Spanner
+// returns a read's timestamp only when asked, or on every answer with
+// always (--freshness-headers=always): the four keys cost a weak read about
+// a tenth of its throughput, which a client that never reads them should
+// not pay.
 //
-// The header is on the hot path of every read, so it costs as little as
-// grpc-go lets it: the bound is rounded up to a short ladder of values
+// The header is on the hot path of the reads that ask, so it costs as
+// little as grpc-go lets it: the bound is rounded up to a short ladder of values
 // (boundText), and the last header built for each mode is reused while its
 // four values hold — no allocation, and values that HTTP/2's header
 // compression (HPACK) finds in its table and sends as one-byte indexes.
 type answerHeader struct {
+	// always attaches the header to every answer, asked or not.
+	always bool
 	// age is the time since the start of the last completed own round.
 	age func() time.Duration
 	// hasLeader is the require-leader check's answer.
@@ -72,10 +79,12 @@ type answer struct {
 	leader bool
 }
 
-// begin takes mode's bound and the leader's presence now, before the read.
-// Strong reads and forwarded writes are linearizable: their bound is 0.
-func (a *answerHeader) begin(mode string) answer {
-	if a == nil {
+// begin takes mode's bound and the leader's presence now, before the read,
+// if the request (its incoming metadata in ctx) asked for the header or
+// the header is always sent. Strong reads and forwarded writes are
+// linearizable: their bound is 0.
+func (a *answerHeader) begin(ctx context.Context, mode string) answer {
+	if a == nil || (!a.always && !askedForHeaders(ctx)) {
 		return answer{}
 	}
 	bound := "0s"
@@ -107,9 +116,9 @@ func (an answer) header(rev int64) metadata.MD {
 }
 
 // set adds the header to a unary call's response; rev is the revision the
-// response carries in its own header, if any. An answer of a nil
-// answerHeader (unit tests' servers, --freshness-headers=false) sets
-// nothing.
+// response carries in its own header, if any. An answer not asked for, or
+// of a nil answerHeader (unit tests' servers, --freshness-headers=off),
+// sets nothing.
 func (an answer) set(ctx context.Context, rev int64) {
 	if an.h == nil {
 		return
@@ -123,4 +132,12 @@ func (an answer) setStream(ss grpc.ServerStream) {
 		return
 	}
 	_ = ss.SetHeader(an.header(0))
+}
+
+// askedForHeaders reports whether the request asked for the answer header:
+// wire.FreshnessKey, or a probe's wire.ProbeKey. A look-up in the incoming
+// metadata, which grpc-go has parsed already; nothing is copied.
+func askedForHeaders(ctx context.Context) bool {
+	return len(metadata.ValueFromIncomingContext(ctx, wire.FreshnessKey)) > 0 ||
+		len(metadata.ValueFromIncomingContext(ctx, wire.ProbeKey)) > 0
 }

@@ -1,13 +1,50 @@
 package readpath
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/metadata"
+
 	"github.com/understudy-kv/understudy/wire"
 )
+
+// askedCtx is a request's context that asks for the answer header.
+var askedCtx = metadata.NewIncomingContext(context.Background(), metadata.Pairs(wire.FreshnessKey, "1"))
+
+// The header comes when the request asks (FreshnessKey, or a probe's
+// ProbeKey) or always is set, and not otherwise.
+func TestAnswerHeaderOnRequest(t *testing.T) {
+	mk := func(always bool) *answerHeader {
+		return &answerHeader{always: always, age: func() time.Duration { return time.Second },
+			hasLeader: func() bool { return true }, rev: func() int64 { return 7 }}
+	}
+	probe := metadata.NewIncomingContext(context.Background(), metadata.Pairs(wire.ProbeKey, "1"))
+	other := metadata.NewIncomingContext(context.Background(), metadata.Pairs("understudy-max-staleness", "1s"))
+	for _, tc := range []struct {
+		name   string
+		always bool
+		ctx    context.Context
+		want   bool
+	}{
+		{"not asked", false, context.Background(), false},
+		{"other metadata only", false, other, false},
+		{"asked", false, askedCtx, true},
+		{"a probe", false, probe, true},
+		{"always, not asked", true, context.Background(), true},
+	} {
+		if got := mk(tc.always).begin(tc.ctx, modeWeak).h != nil; got != tc.want {
+			t.Errorf("%s: header %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	var off *answerHeader // --freshness-headers=off
+	if off.begin(askedCtx, modeWeak).h != nil {
+		t.Error("off: a header although off")
+	}
+}
 
 func TestAnswerHeader(t *testing.T) {
 	leader := true
@@ -26,7 +63,7 @@ func TestAnswerHeader(t *testing.T) {
 		{modeBounded, "1.5s", "false", false},
 	} {
 		leader = tc.hasLeader
-		md := a.begin(tc.mode).header(0)
+		md := a.begin(askedCtx, tc.mode).header(0)
 		want := map[string]string{wire.ReadModeKey: tc.mode, wire.StalenessBoundKey: tc.bound, wire.KnownLeaderKey: tc.leader, wire.AppliedRevisionKey: "42"}
 		if len(md) != len(want) {
 			t.Errorf("%s: header %v, want exactly %v", tc.mode, md, want)
@@ -44,7 +81,7 @@ func TestAnswerHeader(t *testing.T) {
 func TestAnswerBoundIsTakenBeforeTheRead(t *testing.T) {
 	age := 900 * time.Millisecond
 	a := &answerHeader{age: func() time.Duration { return age }, hasLeader: func() bool { return true }, rev: func() int64 { return 1 }}
-	ans := a.begin(modeWeak)
+	ans := a.begin(askedCtx, modeWeak)
 	age = time.Millisecond // a round completed during the read
 	if got := ans.header(5).Get(wire.StalenessBoundKey); len(got) != 1 || got[0] != "1s" {
 		t.Fatalf("bound %v, want the 900ms taken at begin, rounded up to 1s", got)
@@ -59,7 +96,7 @@ func TestAnswerHeaderFollowsItsValues(t *testing.T) {
 	a := &answerHeader{age: func() time.Duration { return age }, hasLeader: func() bool { return leader }, rev: func() int64 { return store }}
 	check := func(step string, rev int64, wantRev, wantBound, wantLeader string) {
 		t.Helper()
-		md := a.begin(modeWeak).header(rev)
+		md := a.begin(askedCtx, modeWeak).header(rev)
 		for k, want := range map[string]string{wire.AppliedRevisionKey: wantRev, wire.StalenessBoundKey: wantBound, wire.KnownLeaderKey: wantLeader, wire.ReadModeKey: modeWeak} {
 			if got := md.Get(k); len(got) != 1 || got[0] != want {
 				t.Fatalf("%s: %s = %v, want %q", step, k, got, want)
@@ -67,8 +104,8 @@ func TestAnswerHeaderFollowsItsValues(t *testing.T) {
 		}
 	}
 	check("store's revision", 0, "7", "3ms", "true")
-	first := a.begin(modeWeak).header(0)
-	if again := a.begin(modeWeak).header(0); &again[wire.ReadModeKey][0] != &first[wire.ReadModeKey][0] {
+	first := a.begin(askedCtx, modeWeak).header(0)
+	if again := a.begin(askedCtx, modeWeak).header(0); &again[wire.ReadModeKey][0] != &first[wire.ReadModeKey][0] {
 		t.Errorf("the same four values built a new header")
 	}
 	check("answer's revision", 9, "9", "3ms", "true")
@@ -78,7 +115,7 @@ func TestAnswerHeaderFollowsItsValues(t *testing.T) {
 	check("bound moved", 0, "8", "20ms", "true")
 	leader = false
 	check("leader lost", 0, "8", "20ms", "false")
-	if strong := a.begin(modeStrong).header(0); strong.Get(wire.ReadModeKey)[0] != modeStrong || strong.Get(wire.StalenessBoundKey)[0] != "0s" {
+	if strong := a.begin(askedCtx, modeStrong).header(0); strong.Get(wire.ReadModeKey)[0] != modeStrong || strong.Get(wire.StalenessBoundKey)[0] != "0s" {
 		t.Errorf("strong answer after weak ones: %v", strong)
 	}
 }

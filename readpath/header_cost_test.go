@@ -32,7 +32,7 @@ func BenchmarkHeaderCost(b *testing.B) {
 	}{
 		{"none", nil},
 		{"one-field", func() metadata.MD { return metadata.MD{wire.ReadModeKey: {modeWeak}} }},
-		{"answer-headers", func() metadata.MD { return a.begin(modeWeak).header(123456) }},
+		{"answer-headers", func() metadata.MD { return a.begin(askedCtx, modeWeak).header(123456) }},
 	} {
 		b.Run(bc.name, func(b *testing.B) { benchUnary(b, bc.md) })
 	}

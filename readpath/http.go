@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/understudy-kv/understudy/wire"
 )
 
 // The HTTP half of a replica's client URL is what etcd's embed serves on a
@@ -54,7 +56,7 @@ func newGateway(ctx context.Context, gs *grpc.Server) (*gateway, error) {
 			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
 		},
-	}))
+	}), gw.WithIncomingHeaderMatcher(requestKeys))
 	for _, register := range []func(context.Context, *gw.ServeMux, *grpc.ClientConn) error{
 		etcdservergw.RegisterKVHandler,
 		etcdservergw.RegisterWatchHandler,
@@ -182,4 +184,16 @@ func grpcHandlerFunc(gs *grpc.Server, other http.Handler) http.Handler {
 		}
 		other.ServeHTTP(w, r)
 	})
+}
+
+// requestKeys is the gateway's incoming header matcher: grpc-gateway's
+// (Grpc-Metadata-* and the permanent HTTP headers), and understudy's own
+// request keys as plain HTTP headers (Understudy-Freshness,
+// Understudy-Max-Staleness), which a curl user would rather type.
+func requestKeys(key string) (string, bool) {
+	switch k := strings.ToLower(key); k {
+	case wire.FreshnessKey, wire.MaxStalenessKey:
+		return k, true
+	}
+	return gw.DefaultHeaderMatcher(key)
 }

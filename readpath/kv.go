@@ -44,7 +44,7 @@ func (s *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 	// readMode has made the local store fresh enough for every mode: the
 	// read itself is local.
 	r.Serializable = true
-	ans := s.answer.begin(mode)
+	ans := s.answer.begin(ctx, mode)
 	resp, err := s.etcd.Range(ctx, r)
 	ans.set(ctx, resp.GetHeader().GetRevision())
 	return resp, err
@@ -57,7 +57,7 @@ func (s *kvServer) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) e
 		return err
 	}
 	s.m.requests.WithLabelValues(shortService(kvService), "RangeStream", mode).Inc()
-	s.answer.begin(mode).setStream(rs)
+	s.answer.begin(rs.Context(), mode).setStream(rs)
 	r.Serializable = true
 	return s.etcd.RangeStream(r, rs)
 }
@@ -81,7 +81,7 @@ func (s *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 			op.GetRequestRange().Serializable = true // read-only: all ranges
 		}
 	}
-	ans := s.answer.begin(mode)
+	ans := s.answer.begin(ctx, mode)
 	resp, err := s.etcd.Txn(ctx, r)
 	ans.set(ctx, resp.GetHeader().GetRevision())
 	return resp, err
@@ -115,7 +115,7 @@ func (s *kvServer) forwarded(ctx context.Context, method string, h *pb.ResponseH
 	if err != nil {
 		result = "error"
 	} else {
-		s.answer.begin(modeForwarded).set(ctx, h.GetRevision())
+		s.answer.begin(ctx, modeForwarded).set(ctx, h.GetRevision())
 	}
 	s.m.forwarded.WithLabelValues(method, result).Inc()
 }

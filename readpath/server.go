@@ -66,6 +66,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/understudy-kv/understudy/readindex"
+	"github.com/understudy-kv/understudy/wire"
 )
 
 // Config configures a Front.
@@ -106,9 +107,10 @@ type Config struct {
 	// Zone, if set, is told to balancers that probe the replica (see
 	// wire.ZoneKey), for zone-affine reads.
 	Zone string
-	// OmitAnswerHeaders leaves out the answer headers (see answer.go);
-	// false sends them on every answer.
-	OmitAnswerHeaders bool
+	// AnswerHeaders says when answers carry the answer headers (see
+	// answer.go): wire.HeadersOnRequest (also ""), wire.HeadersAlways or
+	// wire.HeadersOff.
+	AnswerHeaders string
 	// EnablePprof serves Go's runtime profiles under /debug/pprof/ on
 	// the client URLs, as etcd's --enable-pprof (and its debug log level)
 	// does on a voter's.
@@ -284,8 +286,8 @@ func (f *Front) newGRPC(cfg Config, lw *leaderWatch) {
 	// certificate, as etcd's embed does when HTTP shares the port.
 	f.grpc = grpc.NewServer(opts...)
 	var answer *answerHeader
-	if !cfg.OmitAnswerHeaders {
-		answer = &answerHeader{age: f.fresh.Age, hasLeader: lw.hasLeader, rev: func() int64 { return s.KV().Rev() }}
+	if cfg.AnswerHeaders != wire.HeadersOff {
+		answer = &answerHeader{always: cfg.AnswerHeaders == wire.HeadersAlways, age: f.fresh.Age, hasLeader: lw.hasLeader, rev: func() int64 { return s.KV().Rev() }}
 	}
 	pb.RegisterKVServer(f.grpc, &kvServer{etcd: v3rpc.NewQuotaKVServer(s), clock: cfg.Clock, fresh: f.fresh, maxStaleness: cfg.MaxStaleness, reqTimeout: s.Cfg.ReqTimeout(), m: m, answer: answer})
 	pb.RegisterWatchServer(f.grpc, &watchServer{WatchServer: v3rpc.NewWatchServer(s), m: m, answer: answer})
@@ -392,7 +394,7 @@ type watchServer struct {
 func (w *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	w.m.watchers.Inc()
 	defer w.m.watchers.Dec()
-	if ans := w.answer.begin(modeWeak); ans.h != nil {
+	if ans := w.answer.begin(stream.Context(), modeWeak); ans.h != nil {
 		_ = stream.SendHeader(ans.header(0)) // fails only if the stream is gone
 	}
 	return w.WatchServer.Watch(stream)

@@ -71,7 +71,7 @@ func newFront(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cl
 		ReadBatchMaxWait:       cfg.ReadBatchMaxWait,
 		Via:                    via,
 		Zone:                   cfg.Zone,
-		OmitAnswerHeaders:      !cfg.FreshnessHeaders,
+		AnswerHeaders:          cfg.FreshnessHeaders,
 		EnablePprof:            cfg.EnablePprof || cfg.LogLevel == "debug",
 		RoleState:              roleState.String,
 		Ready:                  readpath.ReadyConfig{MaxLag: cfg.ReadyMaxLag, MaxStaleness: cfg.ReadyStaleness()},

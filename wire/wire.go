@@ -39,11 +39,23 @@ const (
 	// carrying ProbeKey. `replica status` shows it.
 	RoleStateKey = "understudy-role-state"
 
+	// FreshnessKey, in request metadata with any value, asks a replica for
+	// the answer keys below on that answer, or on that stream (a Watch, a
+	// RangeStream). A replica answers with them only when asked (its
+	// default, --freshness-headers=on-request), always, or never (off): the
+	// four keys cost a weak read about a tenth of its throughput, and a
+	// client that does not read them should not pay for them. A request
+	// carrying ProbeKey asks for them too. Through the JSON gateway the
+	// request header Understudy-Freshness (or
+	// Grpc-Metadata-Understudy-Freshness) asks.
+	FreshnessKey = "understudy-freshness"
+
 	// The answer keys below are in the response header of every Range,
 	// Txn, RangeStream, Put, DeleteRange and Compact a replica serves, and
 	// in the header of every Watch stream (sent when the stream opens,
-	// before its first response), whether or not the request carried
-	// ProbeKey. Through a replica's JSON gateway (/v3/...) they are HTTP
+	// before its first response), when the request asked (FreshnessKey,
+	// ProbeKey) or the replica runs with --freshness-headers=always.
+	// Through a replica's JSON gateway (/v3/...) they are HTTP
 	// response headers named with grpc-gateway's prefix, canonicalised:
 	// Grpc-Metadata-Understudy-Read-Mode, Grpc-Metadata-Understudy-Staleness-Bound,
 	// Grpc-Metadata-Understudy-Known-Leader and
@@ -96,4 +108,16 @@ const (
 	// Compact) forwarded through raft to the leader and applied here
 	// before the answer.
 	ReadModeForwarded = "forwarded"
+)
+
+// Values of a replica's --freshness-headers: when its answers carry the
+// answer keys (ReadModeKey, StalenessBoundKey, KnownLeaderKey,
+// AppliedRevisionKey).
+const (
+	// HeadersOnRequest: when the request carries FreshnessKey or ProbeKey.
+	HeadersOnRequest = "on-request"
+	// HeadersAlways: on every answer.
+	HeadersAlways = "always"
+	// HeadersOff: never.
+	HeadersOff = "off"
 )

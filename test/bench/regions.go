@@ -76,7 +76,7 @@ func regionGet(opts ...clientv3.OpOption) func(context.Context, *clientv3.Client
 // its metadata, whose answer headers go to t.
 func regionBounded(bound string, t *boundTally) func(context.Context, *clientv3.Client, int) error {
 	return func(ctx context.Context, cli *clientv3.Client, w int) error {
-		ctx = metadata.AppendToOutgoingContext(ctx, wire.MaxStalenessKey, bound)
+		ctx = metadata.AppendToOutgoingContext(ctx, wire.MaxStalenessKey, bound, wire.FreshnessKey, "1")
 		var md metadata.MD
 		_, err := pb.NewKVClient(cli.ActiveConnection()).Range(ctx,
 			&pb.RangeRequest{Key: []byte("bench/key/" + strconv.Itoa(w*7919%1000)), Serializable: true}, grpc.Header(&md))

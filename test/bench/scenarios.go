@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/understudy-kv/understudy/test/harness"
+	"github.com/understudy-kv/understudy/wire"
 )
 
 // Row is one measured configuration.
@@ -128,11 +129,23 @@ func readsAt(r *runner, tp *topology, p params, rate, workers int, name string, 
 	for _, ep := range endpoints {
 		cs = append(cs, clients(r, ep, max(1, p.conns/len(endpoints)))...)
 	}
-	return readsOn(r, tp, p, rate, workers, name, endpoints, cs, serializable, bound)
+	var md []string
+	if bound != "" {
+		md = []string{wire.MaxStalenessKey, bound}
+	}
+	return readsOn(r, tp, p, rate, workers, name, endpoints, cs, serializable, md)
 }
 
-// readsOn is readsAt over clients cs of endpoints, opened by the caller.
-func readsOn(r *runner, tp *topology, p params, rate, workers int, name string, endpoints []string, cs []*clientv3.Client, serializable bool, bound string) Row {
+// readsOn is readsAt over clients cs of endpoints, opened by the caller,
+// each read sending the metadata md (key, value, …): a staleness bound
+// (wire.MaxStalenessKey) makes weak reads bounded ones.
+func readsOn(r *runner, tp *topology, p params, rate, workers int, name string, endpoints []string, cs []*clientv3.Client, serializable bool, md []string) Row {
+	bound := ""
+	for i := 0; i+1 < len(md); i += 2 {
+		if md[i] == wire.MaxStalenessKey {
+			bound = md[i+1]
+		}
+	}
 	var opts []clientv3.OpOption
 	if serializable {
 		opts = append(opts, clientv3.WithSerializable())
@@ -149,8 +162,8 @@ func readsOn(r *runner, tp *topology, p params, rate, workers int, name string, 
 	}
 	cpu := startCPU(tp.pids())
 	op := func(ctx context.Context, w int) error {
-		if bound != "" {
-			ctx = metadata.AppendToOutgoingContext(ctx, "understudy-max-staleness", bound)
+		if len(md) > 0 {
+			ctx = metadata.AppendToOutgoingContext(ctx, md...)
 		}
 		_, err := cs[w%len(cs)].Get(ctx, "bench/key/"+strconv.Itoa(w*7919%p.keys), opts...)
 		return err

@@ -50,7 +50,7 @@ func (l *ackLog) ackedBy(t time.Time) int64 {
 // made on it directly.
 func weakBound(t *testing.T, kv pb.KVClient) (time.Duration, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(askHeaders(context.Background()), 5*time.Second)
 	defer cancel()
 	var md metadata.MD
 	if _, err := kv.Range(ctx, &pb.RangeRequest{Key: []byte("w"), Serializable: true}, grpc.Header(&md)); err != nil {

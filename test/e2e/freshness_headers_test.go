@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -59,6 +60,18 @@ func grpcAnswer(md metadata.MD) (answer, error) {
 	})
 }
 
+// askHeaders asks a replica for the answer headers (wire.FreshnessKey): it
+// sends them only when asked, by default.
+func askHeaders(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, wire.FreshnessKey, "1")
+}
+
+// askHTTP is the JSON gateway's request header that asks for them.
+var askHTTP = []string{"Understudy-Freshness", "1"}
+
+// answerKeys are the four answer headers.
+var answerKeys = []string{wire.ReadModeKey, wire.StalenessBoundKey, wire.KnownLeaderKey, wire.AppliedRevisionKey}
+
 // gatewayHeader is the HTTP header under which the JSON gateway forwards a
 // gRPC header key: grpc-gateway's prefix, canonicalised, as wire documents.
 func gatewayHeader(key string) string {
@@ -112,8 +125,9 @@ func jsonPost(t *testing.T, url, body string, hdr ...string) (int, string, http.
 }
 
 // jsonWatchHeader opens a watch through the JSON gateway (a streaming POST)
-// and returns the response headers, sent with the stream's first message.
-func jsonWatchHeader(t *testing.T, url, key string) (http.Header, error) {
+// and returns the response headers, sent with the stream's first message;
+// hdr adds request headers.
+func jsonWatchHeader(t *testing.T, url, key string, hdr ...string) (http.Header, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -121,6 +135,9 @@ func jsonWatchHeader(t *testing.T, url, key string) (http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v3/watch", strings.NewReader(body))
 	if err != nil {
 		return nil, err
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -133,15 +150,19 @@ func jsonWatchHeader(t *testing.T, url, key string) (http.Header, error) {
 	return resp.Header, nil
 }
 
-// Every answer of a replica tells its read mode, the staleness it can
-// prove, whether it knows a leader and its revision, through gRPC and the
-// JSON gateway; with its peer links cut, the bound grows with the cut.
-func TestFreshnessHeadersOnEveryAnswer(t *testing.T) {
+// Every answer of a replica that the request asked for (wire.FreshnessKey)
+// tells its read mode, the staleness it can prove, whether it knows a
+// leader and its revision, through gRPC and the JSON gateway; with its
+// peer links cut, the bound grows with the cut. Answers not asked for
+// carry none of it (the default, --freshness-headers=on-request).
+func TestFreshnessHeadersWhenAsked(t *testing.T) {
 	harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true})
 	r := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1", PeerProxy: true})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Run("not asked", func(t *testing.T) { checkNoAnswerHeaders(t, r, context.Background(), nil) })
+
+	ctx, cancel := context.WithTimeout(askHeaders(context.Background()), 3*time.Minute)
 	defer cancel()
 	put, err := client(t, c.Endpoints()...).Put(ctx, "k", "v0")
 	if err != nil {
@@ -194,19 +215,19 @@ func TestFreshnessHeadersOnEveryAnswer(t *testing.T) {
 	key := base64.StdEncoding.EncodeToString([]byte("k"))
 	rangeBody := fmt.Sprintf(`{"key":%q}`, key)
 	weakBody := fmt.Sprintf(`{"key":%q,"serializable":true}`, key)
-	code, body, h := jsonPost(t, r.ClientURL+"/v3/kv/range", rangeBody)
+	code, body, h := jsonPost(t, r.ClientURL+"/v3/kv/range", rangeBody, askHTTP...)
 	a, perr = httpAnswer(h)
 	checkAnswer(t, fmt.Sprintf("JSON strong range (%d %s)", code, body), a, perr, wire.ReadModeStrong, 0, 0, true, written)
-	code, body, h = jsonPost(t, r.ClientURL+"/v3/kv/range", weakBody)
+	code, body, h = jsonPost(t, r.ClientURL+"/v3/kv/range", weakBody, gatewayHeader(wire.FreshnessKey), "1")
 	a, perr = httpAnswer(h)
-	checkAnswer(t, fmt.Sprintf("JSON weak range (%d %s)", code, body), a, perr, wire.ReadModeWeak, 0, weakMax, true, written)
-	code, body, h = jsonPost(t, r.ClientURL+"/v3/kv/range", weakBody, gatewayHeader(wire.MaxStalenessKey), "3s")
+	checkAnswer(t, fmt.Sprintf("JSON weak range, asked by Grpc-Metadata-Understudy-Freshness (%d %s)", code, body), a, perr, wire.ReadModeWeak, 0, weakMax, true, written)
+	code, body, h = jsonPost(t, r.ClientURL+"/v3/kv/range", weakBody, append([]string{gatewayHeader(wire.MaxStalenessKey), "3s"}, askHTTP...)...)
 	a, perr = httpAnswer(h)
 	checkAnswer(t, fmt.Sprintf("JSON bounded range (%d %s)", code, body), a, perr, wire.ReadModeBounded, 0, 3*time.Second, true, written)
-	code, body, h = jsonPost(t, r.ClientURL+"/v3/kv/put", fmt.Sprintf(`{"key":%q,"value":"djI="}`, key))
+	code, body, h = jsonPost(t, r.ClientURL+"/v3/kv/put", fmt.Sprintf(`{"key":%q,"value":"djI="}`, key), askHTTP...)
 	a, perr = httpAnswer(h)
 	checkAnswer(t, fmt.Sprintf("JSON put (%d %s)", code, body), a, perr, wire.ReadModeForwarded, 0, 0, true, written+1)
-	h, err = jsonWatchHeader(t, r.ClientURL, "k")
+	h, err = jsonWatchHeader(t, r.ClientURL, "k", askHTTP...)
 	a, perr = httpAnswer(h)
 	checkAnswer(t, "JSON watch", a, firstErr(err, perr), wire.ReadModeWeak, 0, weakMax, true, written+1)
 	if t.Failed() {
@@ -236,7 +257,7 @@ func TestFreshnessHeadersOnEveryAnswer(t *testing.T) {
 		return a.bound > first.bound+time.Second && !a.leader, fmt.Errorf("%+v after %+v", a, first)
 	})
 	since := time.Since(cut)
-	code, body, h = jsonPost(t, r.ClientURL+"/v3/kv/range", weakBody)
+	code, body, h = jsonPost(t, r.ClientURL+"/v3/kv/range", weakBody, askHTTP...)
 	a, perr = httpAnswer(h)
 	checkAnswer(t, fmt.Sprintf("JSON weak range during the cut (%d %s)", code, body), a, perr, wire.ReadModeWeak, since, time.Hour, false, written+1)
 	since = time.Since(cut)
@@ -277,41 +298,123 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-// --freshness-headers=false leaves the four headers out of every answer,
-// through gRPC and the JSON gateway (the benchmark's reference arm).
-func TestFreshnessHeadersCanBeTurnedOff(t *testing.T) {
+// --freshness-headers=always attaches the headers to answers not asked
+// for; --freshness-headers=off leaves them out of answers asked for
+// (--freshness-headers=false, its old spelling, too), through gRPC and the
+// JSON gateway.
+func TestFreshnessHeadersAlwaysAndOff(t *testing.T) {
 	beside(t)
 	harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
-	r := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1", Extra: []string{"--freshness-headers=false"}})
+	always := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "always", Extra: []string{"--freshness-headers=always"}})
+	off := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "off", Extra: []string{"--freshness-headers=off"}})
+	old := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "old", Extra: []string{"--freshness-headers=false"}})
+	t.Run("off", func(t *testing.T) { checkNoAnswerHeaders(t, off, askHeaders(context.Background()), askHTTP) })
+	t.Run("false", func(t *testing.T) { checkNoAnswerHeaders(t, old, askHeaders(context.Background()), askHTTP) })
+	t.Run("always", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		conn := grpcConn(t, always.ClientURL)
+		var md metadata.MD
+		_, err := pb.NewKVClient(conn).Range(ctx, &pb.RangeRequest{Key: []byte("k"), Serializable: true}, grpc.Header(&md))
+		a, perr := grpcAnswer(md)
+		checkAnswer(t, "gRPC weak Range, not asked", a, firstErr(err, perr), wire.ReadModeWeak, 0, math.MaxInt64, true, 1)
+		ws, err := pb.NewWatchClient(conn).Watch(ctx)
+		if err == nil {
+			md, err = ws.Header()
+		}
+		a, perr = grpcAnswer(md)
+		checkAnswer(t, "gRPC Watch, not asked", a, firstErr(err, perr), wire.ReadModeWeak, 0, math.MaxInt64, true, 1)
+		code, body, h := jsonPost(t, always.ClientURL+"/v3/kv/range", `{"key":"aw=="}`)
+		a, perr = httpAnswer(h)
+		checkAnswer(t, fmt.Sprintf("JSON strong range, not asked (%d %s)", code, body), a, perr, wire.ReadModeStrong, 0, 0, true, 1)
+	})
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := grpc.NewClient(strings.TrimPrefix(r.ClientURL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+// grpcConn is a plain gRPC connection to a client URL, closed at cleanup.
+func grpcConn(t *testing.T, url string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(strings.TrimPrefix(url, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// checkNoAnswerHeaders fails if any answer of r carries an answer header:
+// strong, weak and bounded Range, a read-only Txn, RangeStream, Put and a
+// Watch's first header through gRPC (ctx's metadata sent), and a range, a
+// put and a watch through the JSON gateway (hdr sent).
+func checkNoAnswerHeaders(t *testing.T, r *harness.Replica, ctx context.Context, hdr []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	conn := grpcConn(t, r.ClientURL)
 	kv := pb.NewKVClient(conn)
-	keys := []string{wire.ReadModeKey, wire.StalenessBoundKey, wire.KnownLeaderKey, wire.AppliedRevisionKey}
-	for _, serializable := range []bool{false, true} {
-		var md metadata.MD
-		if _, err := kv.Range(ctx, &pb.RangeRequest{Key: []byte("k"), Serializable: serializable}, grpc.Header(&md)); err != nil {
-			t.Fatalf("Range (serializable %v): %v", serializable, err)
+	none := func(what string, md metadata.MD, err error) {
+		t.Helper()
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+			return
 		}
-		for _, k := range keys {
+		for _, k := range answerKeys {
 			if v := md.Get(k); len(v) > 0 {
-				t.Errorf("Range (serializable %v) carries %s: %q, want none with --freshness-headers=false", serializable, k, v)
+				t.Errorf("%s carries %s: %q; want none", what, k, v)
 			}
 		}
 	}
-	code, body, h := jsonPost(t, r.ClientURL+"/v3/kv/range", `{"key":"aw==","serializable":true}`)
-	if code != 200 {
-		t.Fatalf("JSON range: %d %s", code, body)
+	var md metadata.MD
+	_, err := kv.Range(ctx, &pb.RangeRequest{Key: []byte("k")}, grpc.Header(&md))
+	none("gRPC strong Range", md, err)
+	_, err = kv.Range(ctx, &pb.RangeRequest{Key: []byte("k"), Serializable: true}, grpc.Header(&md))
+	none("gRPC weak Range", md, err)
+	_, err = kv.Range(metadata.AppendToOutgoingContext(ctx, wire.MaxStalenessKey, "3s"), &pb.RangeRequest{Key: []byte("k"), Serializable: true}, grpc.Header(&md))
+	none("gRPC bounded Range", md, err)
+	_, err = kv.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte("k")}}}}}, grpc.Header(&md))
+	none("gRPC read-only Txn", md, err)
+	rs, err := kv.RangeStream(ctx, &pb.RangeRequest{Key: []byte("k")})
+	if err == nil {
+		md, err = rs.Header()
 	}
-	for _, k := range keys {
-		if v := h.Get(gatewayHeader(k)); v != "" {
-			t.Errorf("JSON range carries %s: %q, want none with --freshness-headers=false", gatewayHeader(k), v)
+	none("gRPC RangeStream", md, err)
+	_, err = kv.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: []byte("v")}, grpc.Header(&md))
+	none("gRPC Put", md, err)
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	ws, err := pb.NewWatchClient(conn).Watch(wctx)
+	if err == nil {
+		// Any header a replica sends comes when the stream opens; a
+		// create request makes grpc-go flush it if there is none.
+		err = ws.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{Key: []byte("k")}}})
+		if err == nil {
+			md, err = ws.Header()
 		}
 	}
+	none("gRPC Watch", md, err)
+	for _, c := range []struct{ what, path, body string }{
+		{"JSON range", "/v3/kv/range", `{"key":"aw==","serializable":true}`},
+		{"JSON put", "/v3/kv/put", `{"key":"aw==","value":"dg=="}`},
+	} {
+		code, body, h := jsonPost(t, r.ClientURL+c.path, c.body, hdr...)
+		if code != 200 {
+			t.Errorf("%s: %d %s", c.what, code, body)
+			continue
+		}
+		none(c.what, httpMD(h), nil)
+	}
+	h, err := jsonWatchHeader(t, r.ClientURL, "k", hdr...)
+	none("JSON watch", httpMD(h), err)
+}
+
+// httpMD is the answer headers among a gateway answer's HTTP headers, as
+// gRPC metadata.
+func httpMD(h http.Header) metadata.MD {
+	md := metadata.MD{}
+	for _, k := range answerKeys {
+		if v := h.Values(gatewayHeader(k)); len(v) > 0 {
+			md.Set(k, v...)
+		}
+	}
+	return md
 }

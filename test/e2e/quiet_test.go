@@ -80,7 +80,7 @@ func TestQuietReplica(t *testing.T) {
 		return p == 1, fmt.Errorf("period %vs", p)
 	})
 	kv := pb.NewKVClient(client(t, r.ClientURL).ActiveConnection())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(askHeaders(context.Background()), 10*time.Second)
 	defer cancel()
 	var hdr metadata.MD
 	if _, err := kv.Range(ctx, &pb.RangeRequest{Key: []byte("k"), Serializable: true}, grpc.Header(&hdr)); err != nil {

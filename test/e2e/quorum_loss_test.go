@@ -64,7 +64,7 @@ func quorumRead(ctx context.Context, kv pb.KVClient, deadline time.Duration, ser
 	if bound != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, wire.MaxStalenessKey, bound)
 	}
-	rctx, cancel := context.WithTimeout(ctx, deadline)
+	rctx, cancel := context.WithTimeout(askHeaders(ctx), deadline)
 	defer cancel()
 	var md metadata.MD
 	start := time.Now()
