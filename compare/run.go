@@ -26,9 +26,6 @@ type Options struct {
 	// them.
 	HarnessLog io.Writer
 	Logger     *zap.Logger
-	// Local runs cfg on a topology of its own (cfg.Local); nil in a
-	// binary without one (see ErrNoLocal).
-	Local func(context.Context, Config, Options) (*Analysis, error)
 }
 
 // Run measures every path, prints the report and writes the files under
@@ -49,10 +46,8 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Analysis, error) {
 		err error
 	)
 	switch {
-	case cfg.Local && opts.Local == nil:
-		return nil, ErrNoLocal
 	case cfg.Local:
-		a, err = opts.Local(ctx, cfg, opts)
+		a, err = runLocal(ctx, cfg, opts)
 	default:
 		a, err = runRemote(ctx, cfg, opts)
 	}
@@ -89,10 +84,6 @@ type Injector interface {
 	Inject() error
 	Heal() error
 }
-
-// ErrNoLocal means cfg.Local was asked of a binary without a local
-// topology (Options.Local nil): the shipped replica links no test code.
-var ErrNoLocal = errors.New("compare: --local is not in this binary (it starts its topology with the test harness, which the shipped replica does not carry); from a source checkout run `go run -tags localcompare ./cmd/replica compare --local …`, or give --primary, --replica and --mirror-dest of running clusters")
 
 func runRemote(ctx context.Context, cfg Config, opts Options) (*Analysis, error) {
 	var cl Clients

@@ -25,9 +25,8 @@ the writer's own acknowledged history.
 Usage:
   replica compare --local [--duration 20s] [--fault replica-partition|mirror-kill|leader-kill]
       starts 3 voters, a replica and a mirror into a second cluster on
-      127.0.0.1 (from a source checkout: it builds them), runs, tears down;
-      only in a binary built with -tags localcompare, as
-      go run -tags localcompare ./cmd/replica compare --local
+      127.0.0.1, from this replica and the primary installed beside it (or
+      on $PATH), runs, tears down
   replica compare --primary URL[,URL…] --replica URL --mirror-dest URL[,URL…] [--prefix P]
       existing clusters; a mirror must copy --prefix into --mirror-dest under
       the same names. compare writes only under --prefix, which must be
@@ -39,10 +38,6 @@ PNG and SVG) into --out.
 
 Flags:
 `
-
-// localCompare runs --local; set only in binaries built with the
-// localcompare tag (compare_local.go), since it links the test harness.
-var localCompare func(context.Context, compare.Config, compare.Options) (*compare.Analysis, error)
 
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := compare.DefaultConfig()
@@ -89,9 +84,6 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		e.Password = os.Getenv("UNDERSTUDY_PASSWORD") // --password wins; the environment keeps it out of ps
 	}
 	cfg.Command = "replica compare " + strings.Join(args, " ")
-	if cfg.Local {
-		cfg.Command = "go run -tags localcompare ./cmd/replica compare " + strings.Join(args, " ")
-	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "replica compare: %q: unexpected argument\n", fs.Arg(0))
 		return 2
@@ -108,7 +100,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer lg.Sync()
 	// The harness writes only when a process of the local topology fails:
 	// the end of that process's log.
-	opts := compare.Options{Stdout: stdout, JSON: jsonOut, Logger: lg, HarnessLog: stderr, Local: localCompare}
+	opts := compare.Options{Stdout: stdout, JSON: jsonOut, Logger: lg, HarnessLog: stderr}
 	if f, ok := stderr.(*os.File); ok && !jsonOut && isatty.IsTerminal(f.Fd()) {
 		opts.Progress = stderr
 	}

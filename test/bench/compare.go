@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/understudy-kv/understudy/test/harness"
+
 	"context"
 	"fmt"
 	"os"
@@ -9,7 +11,6 @@ import (
 	"time"
 
 	"github.com/understudy-kv/understudy/compare"
-	"github.com/understudy-kv/understudy/test/comparelocal"
 )
 
 // compareFaults are the `replica compare` runs of the consistency
@@ -48,7 +49,7 @@ func compareScenario(quick bool, doc string) ([]Row, error) {
 		out := filepath.Join(dir, string(f))
 		var a *compare.Analysis
 		err := scenario("compare "+string(f), func(r *runner) {
-			l := comparelocal.StartLocal(r, cfg.Prefix)
+			l := compare.StartLocal(r, harness.Binaries(r), cfg.Prefix)
 			inj, err := l.Injector(f, func(fn func()) error { fn(); return nil })
 			if err != nil {
 				r.Fatalf("%v", err)

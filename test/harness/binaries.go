@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"github.com/understudy-kv/understudy/loopback"
+
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,7 +11,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,18 +25,9 @@ const BinDirEnv = "UNDERSTUDY_TEST_BIN"
 // on two cores.
 const buildTimeout = 15 * time.Minute
 
-// Bins holds absolute paths of the binaries the end-to-end tests run.
-type Bins struct {
-	Etcd    string // stock etcd, go.etcd.io/etcd/server/v3
-	Etcdctl string // stock etcdctl, go.etcd.io/etcd/etcdctl/v3
-	Primary string // ./cmd/primary
-	// Replica is ./cmd/replica, or "" when the module has no such command
-	// yet; see RequireReplica.
-	Replica string
-
-	root string // module root the binaries were built from
-	dir  string // where they were built
-}
+// Bins holds the absolute paths of the binaries the tests run
+// (loopback.Bins).
+type Bins = loopback.Bins
 
 // built is the once-per-test-process build: every test process builds
 // afresh so that it runs the code it was compiled with.
@@ -58,29 +50,6 @@ func Binaries(t TB) *Bins {
 	return &b
 }
 
-// RequireReplica fails the test when there is no replica binary. It fails
-// rather than skips so that a missing command is never mistaken for a pass.
-func (b *Bins) RequireReplica(t TB) {
-	t.Helper()
-	if b.Replica == "" {
-		t.Fatalf("harness: this test needs the replica binary, but %s does not exist",
-			filepath.Join(b.root, "cmd", "replica"))
-	}
-}
-
-// Build builds the main package pkg (an import path, or a path relative to
-// the module root such as "./cmd/tool") into the binaries directory and
-// returns the binary's path. It rebuilds on every call; the build cache makes
-// repeated calls cheap.
-func (b *Bins) Build(t TB, pkg string) string {
-	t.Helper()
-	p, err := buildOne(b.root, b.dir, binName(pkg), pkg)
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	return p
-}
-
 func buildAll() (Bins, error) {
 	root, err := moduleRoot()
 	if err != nil {
@@ -90,7 +59,7 @@ func buildAll() (Bins, error) {
 	if err != nil {
 		return Bins{}, err
 	}
-	b := Bins{root: root, dir: dir}
+	b := Bins{Missing: filepath.Join(root, "cmd", "replica"), Etcd36: func(t TB) string { return etcd36At(t, dir) }}
 	targets := []struct {
 		dst       *string
 		name, pkg string
@@ -143,13 +112,8 @@ func buildOne(root, dir, name, pkg string) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
-	args := []string{"build", "-o", tmpPath}
-	if pkg == "./cmd/replica" {
-		// The tests' replica also runs `replica compare --local`, which
-		// the shipped binary leaves out (it would link this harness).
-		args = append(args, "-tags", "localcompare")
-	}
-	cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
+	// The tests run the binary users get: go build, no tag.
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmpPath, pkg)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("harness: go build -o %s %s (in %s): %w\n%s", final, pkg, root, err, out)
@@ -213,20 +177,9 @@ func binDir(root string) (string, error) {
 	return dir, nil
 }
 
-// binName is the name go build would give pkg: its last element, or the one
-// before a major-version suffix such as /v3.
-func binName(pkg string) string {
-	pkg = strings.TrimSuffix(filepath.ToSlash(pkg), "/")
-	base := path.Base(pkg)
-	if len(base) > 1 && base[0] == 'v' && strings.Trim(base[1:], "0123456789") == "" && strings.Contains(pkg, "/") {
-		base = path.Base(path.Dir(pkg))
-	}
-	return base
-}
-
 // Etcd36Version is the previous etcd minor release, which replicas must
-// work with as voters.
-const Etcd36Version = "v3.6.8"
+// work beside.
+const Etcd36Version = loopback.Etcd36Version
 
 var etcd36 struct {
 	once sync.Once
@@ -234,13 +187,13 @@ var etcd36 struct {
 	err  error
 }
 
-// Etcd36 builds stock etcd Etcd36Version once per test process and returns
-// its path. It cannot be in this module's graph (one etcd release per
-// module), so it is built in a module of its own beside the binaries, with
-// the module proxy's published dependencies.
-func (b *Bins) Etcd36(t TB) string {
+// etcd36At builds stock etcd Etcd36Version in dir once per test process
+// and returns its path (Bins.Etcd36). It cannot be in this module's graph
+// (one etcd release per module), so it is built in a module of its own
+// beside the binaries, with the module proxy's published dependencies.
+func etcd36At(t TB, dir string) string {
 	t.Helper()
-	etcd36.once.Do(func() { etcd36.path, etcd36.err = buildEtcd36(b.dir) })
+	etcd36.once.Do(func() { etcd36.path, etcd36.err = buildEtcd36(dir) })
 	if etcd36.err != nil {
 		t.Fatalf("%v", etcd36.err)
 	}
@@ -270,25 +223,6 @@ func buildEtcd36(dir string) (string, error) {
 		}
 	}
 	return final, nil
-}
-
-// Installed returns the binaries that sit beside the running executable
-// self (an installed replica built with -tags localcompare): self as the
-// replica, and primary, etcd and etcdctl from the same directory when they
-// are there. ok is false when there is no primary beside it.
-func Installed(self string) (b Bins, ok bool) {
-	dir := filepath.Dir(self)
-	b = Bins{Replica: self, dir: dir}
-	for _, tg := range []struct {
-		dst  *string
-		name string
-	}{{&b.Primary, "primary"}, {&b.Etcd, "etcd"}, {&b.Etcdctl, "etcdctl"}} {
-		p := filepath.Join(dir, tg.name)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			*tg.dst = p
-		}
-	}
-	return b, b.Primary != ""
 }
 
 // UseBinaries makes Binaries return b instead of building from the module

@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"github.com/understudy-kv/understudy/loopback"
+
 	"context"
 	"fmt"
 	"path/filepath"
@@ -268,7 +270,7 @@ func JoinStockLearner(t TB, c *Cluster, name string, peerProxy bool) (string, *P
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", adv,
 		"--initial-cluster", strings.Join(ic, ","), "--initial-cluster-state", "existing",
-		"--max-learners", fmt.Sprint(testMaxLearners), "--log-level", "warn",
+		"--max-learners", fmt.Sprint(loopback.MaxLearners), "--log-level", "warn",
 	}})
 	return client, p, proxy
 }
@@ -278,11 +280,12 @@ func JoinStockLearner(t TB, c *Cluster, name string, peerProxy bool) (string, *P
 func addLearner(t TB, c *Cluster, peer string) *clientv3.MemberAddResponse {
 	t.Helper()
 	var resp *clientv3.MemberAddResponse
+	cli := c.Client(t)
 	WaitFor(t, time.Minute, "stock learner added", func() (bool, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		var err error
-		resp, err = c.status.MemberAddAsLearner(ctx, []string{peer})
+		resp, err = cli.MemberAddAsLearner(ctx, []string{peer})
 		return err == nil, err
 	})
 	return resp

@@ -1,4 +1,4 @@
-package harness
+package loopback
 
 import (
 	"bytes"
@@ -79,7 +79,7 @@ func Start(t TB, cfg ProcConfig) *Proc {
 	t.Cleanup(func() {
 		p.Kill()
 		if t.Failed() {
-			t.Logf("harness: %s (pid %d, %s), last %d lines of its log:\n%s",
+			t.Logf("loopback: %s (pid %d, %s), last %d lines of its log:\n%s",
 				cfg.Name, p.PID(), p.logPath, logTailLines, tail(p.Log(), logTailLines))
 		}
 	})
@@ -89,17 +89,17 @@ func Start(t TB, cfg ProcConfig) *Proc {
 func (p *Proc) start() error {
 	f, err := os.OpenFile(p.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("harness: start %s: %w", p.cfg.Name, err)
+		return fmt.Errorf("loopback: start %s: %w", p.cfg.Name, err)
 	}
 	defer f.Close() // the child has its own descriptor
 	args := p.Args()
 	// A marker per start, for whoever reads a log that spans restarts.
-	if _, err := fmt.Fprintf(f, "### harness: starting %s %s\n", p.cfg.Bin, strings.Join(args, " ")); err != nil {
-		return fmt.Errorf("harness: start %s: %w", p.cfg.Name, err)
+	if _, err := fmt.Fprintf(f, "### loopback: starting %s %s\n", p.cfg.Bin, strings.Join(args, " ")); err != nil {
+		return fmt.Errorf("loopback: start %s: %w", p.cfg.Name, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("harness: start %s: %w", p.cfg.Name, err)
+		return fmt.Errorf("loopback: start %s: %w", p.cfg.Name, err)
 	}
 	cmd := exec.Command(p.cfg.Bin, args...)
 	// An *os.File, not a pipe: Wait then returns when the process exits,
@@ -114,7 +114,7 @@ func (p *Proc) start() error {
 	// rather than leaving clusters running that later tests compete with.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("harness: start %s: %w", p.cfg.Name, err)
+		return fmt.Errorf("loopback: start %s: %w", p.cfg.Name, err)
 	}
 	r := &run{cmd: cmd, logStart: fi.Size(), done: make(chan struct{})}
 	go func() {
@@ -222,7 +222,7 @@ func (p *Proc) Wait(ctx context.Context) (int, error) {
 	case <-r.done:
 		return r.state.ExitCode(), nil
 	case <-ctx.Done():
-		return -1, fmt.Errorf("harness: wait for %s (pid %d) to exit: %w", p.cfg.Name, r.cmd.Process.Pid, ctx.Err())
+		return -1, fmt.Errorf("loopback: wait for %s (pid %d) to exit: %w", p.cfg.Name, r.cmd.Process.Pid, ctx.Err())
 	}
 }
 
@@ -230,7 +230,7 @@ func (p *Proc) Wait(ctx context.Context) (int, error) {
 func (p *Proc) Log() string {
 	b, err := os.ReadFile(p.logPath)
 	if err != nil {
-		return fmt.Sprintf("harness: read log of %s: %v", p.cfg.Name, err)
+		return fmt.Sprintf("loopback: read log of %s: %v", p.cfg.Name, err)
 	}
 	return string(b)
 }
@@ -247,20 +247,20 @@ func (p *Proc) WaitLog(ctx context.Context, s string) error {
 	for {
 		found, err := sc.scan()
 		if err != nil {
-			return fmt.Errorf("harness: wait for %q in log of %s: %w", s, p.cfg.Name, err)
+			return fmt.Errorf("loopback: wait for %q in log of %s: %w", s, p.cfg.Name, err)
 		}
 		if found {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("harness: wait for %q in log of %s: %w", s, p.cfg.Name, ctx.Err())
+			return fmt.Errorf("loopback: wait for %q in log of %s: %w", s, p.cfg.Name, ctx.Err())
 		case <-r.done:
 			// Everything it wrote is in the file now: look once more.
 			if found, err := sc.scan(); found || err != nil {
 				return err
 			}
-			return fmt.Errorf("harness: %s exited (%v) without logging %q", p.cfg.Name, r.state, s)
+			return fmt.Errorf("loopback: %s exited (%v) without logging %q", p.cfg.Name, r.state, s)
 		case <-ticker.C:
 		}
 	}

@@ -1,4 +1,4 @@
-package harness
+package loopback
 
 import (
 	"bufio"
@@ -99,7 +99,7 @@ func socketInode(local, remote net.Addr) (string, error) {
 	l, lok := local.(*net.TCPAddr)
 	r, rok := remote.(*net.TCPAddr)
 	if !lok || !rok {
-		return "", fmt.Errorf("harness: not TCP addresses: %v, %v", local, remote)
+		return "", fmt.Errorf("loopback: not TCP addresses: %v, %v", local, remote)
 	}
 	f, err := os.Open("/proc/net/tcp")
 	if err != nil {
@@ -114,7 +114,7 @@ func socketInode(local, remote net.Addr) (string, error) {
 			return fields[9], nil
 		}
 	}
-	return "", fmt.Errorf("harness: no socket %v → %v in /proc/net/tcp", local, remote)
+	return "", fmt.Errorf("loopback: no socket %v → %v in /proc/net/tcp", local, remote)
 }
 
 // procAddr is a as /proc/net/tcp writes it: the IPv4 address as a

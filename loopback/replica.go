@@ -1,4 +1,4 @@
-package harness
+package loopback
 
 import (
 	"context"
@@ -81,7 +81,7 @@ func StartReplica(t TB, c *Cluster, cfg ReplicaConfig) *Replica {
 	}
 	if cfg.PeerDelay > 0 {
 		if r.PeerProxy == nil {
-			t.Fatalf("harness: ReplicaConfig.PeerDelay needs PeerProxy")
+			t.Fatalf("loopback: ReplicaConfig.PeerDelay needs PeerProxy")
 		}
 		r.PeerProxy.Delay(cfg.PeerDelay)
 	}
@@ -103,7 +103,7 @@ func (r *Replica) WaitServing(t TB, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := r.WaitLog(ctx, `"msg":"replica serving"`); err != nil {
-		t.Fatalf("harness: replica %s not serving: %v", r.Name, err)
+		t.Fatalf("loopback: replica %s not serving: %v", r.Name, err)
 	}
 }
 
@@ -115,11 +115,11 @@ func (r *Replica) WaitServing(t TB, timeout time.Duration) {
 func (r *Replica) CutPeerLinks(t TB, c *Cluster) {
 	t.Helper()
 	if r.PeerProxy == nil {
-		t.Fatalf("harness: CutPeerLinks needs ReplicaConfig.PeerProxy")
+		t.Fatalf("loopback: CutPeerLinks needs ReplicaConfig.PeerProxy")
 	}
 	for _, m := range c.Members {
 		if m.PeerProxy == nil {
-			t.Fatalf("harness: CutPeerLinks needs ClusterConfig.PeerProxies")
+			t.Fatalf("loopback: CutPeerLinks needs ClusterConfig.PeerProxies")
 		}
 		m.PeerProxy.BlackholeFrom(r.PID())
 	}
@@ -139,11 +139,11 @@ func (r *Replica) HealPeerLinks(c *Cluster) {
 func (r *Replica) DelayPeerLinks(t TB, c *Cluster, d time.Duration) {
 	t.Helper()
 	if r.PeerProxy == nil {
-		t.Fatalf("harness: DelayPeerLinks needs ReplicaConfig.PeerProxy")
+		t.Fatalf("loopback: DelayPeerLinks needs ReplicaConfig.PeerProxy")
 	}
 	for _, m := range c.Members {
 		if m.PeerProxy == nil {
-			t.Fatalf("harness: DelayPeerLinks needs ClusterConfig.PeerProxies")
+			t.Fatalf("loopback: DelayPeerLinks needs ClusterConfig.PeerProxies")
 		}
 		m.PeerProxy.DelayFrom(r.PID(), d)
 	}

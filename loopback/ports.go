@@ -1,4 +1,4 @@
-package harness
+package loopback
 
 import (
 	"fmt"
@@ -25,13 +25,13 @@ func FreePort(t TB) int {
 	for range 100 {
 		port, err := probe()
 		if err != nil {
-			t.Fatalf("harness: free port: %v", err)
+			t.Fatalf("loopback: free port: %v", err)
 		}
 		if reserve(port) {
 			return port
 		}
 	}
-	t.Fatalf("harness: free port: every probed port was already handed out")
+	t.Fatalf("loopback: free port: every probed port was already handed out")
 	return 0
 }
 
@@ -42,7 +42,7 @@ func FreePort(t TB) int {
 func FreePortRun(t TB, n int) int {
 	t.Helper()
 	if n < 1 {
-		t.Fatalf("harness: free port run of %d ports", n)
+		t.Fatalf("loopback: free port run of %d ports", n)
 	}
 	lo, hi := 10000, ephemeralLow()-n
 	if hi <= lo {
@@ -54,7 +54,7 @@ func FreePortRun(t TB, n int) int {
 			return base
 		}
 	}
-	t.Fatalf("harness: no run of %d free ports found in %d..%d", n, lo, hi+n)
+	t.Fatalf("loopback: no run of %d free ports found in %d..%d", n, lo, hi+n)
 	return 0
 }
 
@@ -79,7 +79,7 @@ func ListenReserved() (net.Listener, error) {
 		}
 		refused = append(refused, ln)
 	}
-	return nil, fmt.Errorf("harness: every port the kernel offered was already handed out")
+	return nil, fmt.Errorf("loopback: every port the kernel offered was already handed out")
 }
 
 // URL returns the http URL of port on 127.0.0.1.

@@ -1,4 +1,4 @@
-package harness
+package loopback
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func NewProxy(t TB, target string) *Proxy {
 	t.Helper()
 	ln, err := ListenReserved()
 	if err != nil {
-		t.Fatalf("harness: proxy to %s: %v", target, err)
+		t.Fatalf("loopback: proxy to %s: %v", target, err)
 	}
 	p := &Proxy{target: target, ln: ln}
 	p.ctx, p.cancel = context.WithCancel(context.Background())

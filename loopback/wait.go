@@ -1,4 +1,4 @@
-package harness
+package loopback
 
 import (
 	"time"
@@ -20,7 +20,7 @@ func WaitFor(t TB, timeout time.Duration, what string, cond func() (bool, error)
 		}
 		lastErr = err
 		if time.Now().After(deadline) {
-			t.Fatalf("harness: %s: not within %v (last error: %v)", what, timeout, lastErr)
+			t.Fatalf("loopback: %s: not within %v (last error: %v)", what, timeout, lastErr)
 		}
 		<-tick.C
 	}

@@ -1,4 +1,4 @@
-package harness
+package loopback
 
 // TB is what the harness asks of its caller: *testing.T and *testing.B
 // have it, and so has a Runner, which lets a command (replica compare

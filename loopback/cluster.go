@@ -1,4 +1,4 @@
-package harness
+package loopback
 
 import (
 	"context"
@@ -22,11 +22,11 @@ const (
 	leaderTimeout = 30 * time.Second
 	// rpcTimeout bounds one Status call while polling.
 	rpcTimeout = 2 * time.Second
-	// testMaxLearners is passed to every member: etcd checks the learner
+	// MaxLearners is passed to every member: etcd checks the learner
 	// limit on each member, and tests attach several replicas; the bench's
 	// scale scenario joins 8 stock learners (StartStockLearner) to one
 	// cluster, and every one of them applies the others' joins.
-	testMaxLearners = 16
+	MaxLearners = 16
 )
 
 // Kind says which binary a cluster member runs.
@@ -57,6 +57,8 @@ func (k Kind) String() string {
 
 // ClusterConfig says what cluster StartCluster starts.
 type ClusterConfig struct {
+	// Bins are the binaries the members run (required).
+	Bins *Bins
 	// N is the number of voting members; 0 means len(Kinds), or 3 if
 	// Kinds is empty too.
 	N int
@@ -130,12 +132,15 @@ func StartCluster(t TB, cfg ClusterConfig) *Cluster {
 		n = 3
 	}
 	if (cfg.PeerProxies || cfg.ClientProxies) && cfg.TLS != nil {
-		t.Fatalf("harness: PeerProxies and ClientProxies are for plain http clusters")
+		t.Fatalf("loopback: PeerProxies and ClientProxies are for plain http clusters")
 	}
 	if n < 0 || len(cfg.Kinds) > n {
-		t.Fatalf("harness: cluster of N=%d with %d kinds", cfg.N, len(cfg.Kinds))
+		t.Fatalf("loopback: cluster of N=%d with %d kinds", cfg.N, len(cfg.Kinds))
 	}
-	bins := Binaries(t)
+	bins := cfg.Bins
+	if bins == nil {
+		t.Fatalf("loopback: ClusterConfig.Bins: nil; say which binaries the cluster runs")
+	}
 	c := &Cluster{Bins: bins, Kinds: make([]Kind, n), TLS: cfg.TLS}
 	url := URL
 	if cfg.TLS != nil {
@@ -177,10 +182,13 @@ func StartCluster(t TB, cfg ClusterConfig) *Cluster {
 		case KindEtcd:
 			bin = bins.Etcd
 		case KindEtcd36:
+			if bins.Etcd36 == nil {
+				t.Fatalf("loopback: member %s of kind %v: no etcd %s in Bins", m.Name, m.Kind, Etcd36Version)
+			}
 			bin = bins.Etcd36(t)
 		}
 		if bin == "" {
-			t.Fatalf("harness: no binary for member %s of kind %v", m.Name, m.Kind)
+			t.Fatalf("loopback: no binary for member %s of kind %v", m.Name, m.Kind)
 		}
 		args := []string{
 			"--name", m.Name,
@@ -192,7 +200,7 @@ func StartCluster(t TB, cfg ClusterConfig) *Cluster {
 			"--initial-cluster", strings.Join(peers, ","),
 			"--initial-cluster-state", "new",
 			"--initial-cluster-token", token,
-			"--max-learners", strconv.Itoa(testMaxLearners),
+			"--max-learners", strconv.Itoa(MaxLearners),
 			"--log-level", "warn",
 		}
 		if cfg.TLS != nil {
@@ -223,7 +231,7 @@ func (c *Cluster) waitReady(t TB) {
 		var leaderFrom string
 		for i, m := range c.Members {
 			if m.Proc.Exited() {
-				t.Fatalf("harness: member %s (%v) exited while the cluster was starting; its log follows", m.Name, m.Kind)
+				t.Fatalf("loopback: member %s (%v) exited while the cluster was starting; its log follows", m.Name, m.Kind)
 			}
 			st, err := c.Status(m)
 			if err != nil {
@@ -269,7 +277,7 @@ func (c *Cluster) Client(t TB) *clientv3.Client {
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
-		t.Fatalf("harness: client for %v: %v", c.Endpoints(), err)
+		t.Fatalf("loopback: client for %v: %v", c.Endpoints(), err)
 	}
 	t.Cleanup(func() { cli.Close() })
 	return cli
@@ -368,6 +376,6 @@ func Fill(t TB, cli *clientv3.Client, n int, kv func(i int) (key, value string))
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		t.Fatalf("harness: fill: %v", err)
+		t.Fatalf("loopback: fill: %v", err)
 	}
 }
