@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/understudy-kv/understudy/readindex"
 )
 
 func TestReplicaPrecedenceFlagOverEnvOverFile(t *testing.T) {
@@ -25,8 +27,8 @@ func TestReplicaPrecedenceFlagOverEnvOverFile(t *testing.T) {
 	if cfg.MaxStaleness != 2*time.Second {
 		t.Errorf("max-staleness = %v, want the environment's 2s over the file's 1s", cfg.MaxStaleness)
 	}
-	if cfg.FreshnessInterval != 11*time.Millisecond {
-		t.Errorf("freshness-interval = %v, want the flag's 11ms over env and file", cfg.FreshnessInterval)
+	if cfg.ReadIndex.Interval != 11*time.Millisecond {
+		t.Errorf("freshness-interval = %v, want the flag's 11ms over env and file", cfg.ReadIndex.Interval)
 	}
 	if got := strings.Join(cfg.Join, ","); got != "http://a:1,http://b:2" {
 		t.Errorf("join = %q, want the file's list", got)
@@ -198,7 +200,7 @@ func TestReplicaQuietIntervalMustBeSlowerThanTheOthers(t *testing.T) {
 		{2 * time.Second, ""},
 	} {
 		cfg := DefaultReplica()
-		cfg.FreshnessQuietInterval = tc.quiet
+		cfg.ReadIndex.QuietInterval = tc.quiet
 		err := cfg.Validate()
 		switch {
 		case tc.want == "" && err != nil:
@@ -210,15 +212,15 @@ func TestReplicaQuietIntervalMustBeSlowerThanTheOthers(t *testing.T) {
 	// A replica set up before quiet replicas, with idle rounds 30s or more
 	// apart, keeps starting: the default then means never quiet.
 	cfg := DefaultReplica()
-	cfg.FreshnessIdleInterval = time.Minute
+	cfg.ReadIndex.IdleInterval = time.Minute
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("--freshness-idle-interval 1m with the default quiet interval refused: %v", err)
 	}
 	if q := cfg.QuietInterval(); q != 0 {
 		t.Errorf("--freshness-idle-interval 1m: quiet interval in force %v, want 0 (never quiet)", q)
 	}
-	if q := DefaultReplica().QuietInterval(); q != DefaultFreshnessQuietInterval {
-		t.Errorf("default quiet interval in force %v, want %v", q, DefaultFreshnessQuietInterval)
+	if q := DefaultReplica().QuietInterval(); q != readindex.DefaultQuietInterval {
+		t.Errorf("default quiet interval in force %v, want %v", q, readindex.DefaultQuietInterval)
 	}
 }
 

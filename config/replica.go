@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/understudy-kv/understudy/promotion"
+	"github.com/understudy-kv/understudy/readindex"
 	"github.com/understudy-kv/understudy/wire"
 )
 
@@ -41,46 +42,13 @@ type Replica struct {
 	// MaxStaleness is the staleness bound applied to serializable reads that
 	// carry no bound of their own; 0 serves them from the local store as is.
 	MaxStaleness time.Duration
-	// FreshnessInterval is how often the replica confirms, by a ReadIndex
-	// round, that it is up to date. Each round costs the leader one
-	// heartbeat round, so this is the knob between bounded-read latency and
-	// leader load.
-	FreshnessInterval time.Duration
-	// FreshnessIdleInterval is the period of those rounds while no bounded
-	// read with a bound under twice this interval has come for a few
-	// seconds (a bounded read that needs a fresher round asks for one at
-	// once); 0 keeps FreshnessInterval always.
-	FreshnessIdleInterval time.Duration
-	// FreshnessQuietInterval is the period of those rounds once no client
-	// request (any RPC or gateway call; not /metrics or health probes) has
-	// come for as long: a replica nobody uses costs the leader about what
-	// a stock learner costs it. /readyz on a quiet replica does a round
-	// when its freshness is older than ReadyMaxStaleness. 0 never goes
-	// quiet.
-	FreshnessQuietInterval time.Duration
-	// ReadBatchInterval is the least time between two ReadIndex rounds;
-	// strong and bounded reads arriving meanwhile share the next round.
-	ReadBatchInterval time.Duration
-	// ReadBatchMaxWait is the most a strong or bounded read waits for its
-	// round to start because the round is held for the readers coming
-	// back; 0 holds no round back.
-	ReadBatchMaxWait time.Duration
-	// ReadIndexVia lists client URLs of other replicas of the cluster to
-	// obtain read indexes from, so that replicas share ReadIndex rounds
-	// for strong reads; each must be a client URL a member advertises
-	// (others are refused: docs/trust-model.md); empty: the replica's own
-	// rounds through the leader.
-	ReadIndexVia []string
-	// ReadIndexViaTimeout bounds a request to them, and then the wait
-	// until their index is applied here; past either, the replica does
-	// its own round and keeps away from that hub for a back-off.
-	ReadIndexViaTimeout time.Duration
-	// ReadIndexViaInFlight is the most requests to hubs in flight at once:
-	// a strong read that arrives while one is in flight asks anew (after
-	// the last request's duration over this) rather than waiting for it
-	// and then asking, which at WAN latency costs two round trips; 1 asks
-	// one at a time.
-	ReadIndexViaInFlight int
+	// ReadIndex are the ReadIndex machinery's settings: freshness rounds
+	// (--freshness-interval, --freshness-idle-interval,
+	// --freshness-quiet-interval), their batching (--read-batch-interval,
+	// --read-batch-max-wait) and rounds through hubs (--read-index-via,
+	// --read-index-via-timeout, --read-index-via-in-flight); defined, and
+	// validated, in package readindex.
+	ReadIndex readindex.Settings
 
 	// SkipPeerURLCheck skips the check, on first start, that
 	// AdvertisePeerURLs lead back to this replica (for a host that cannot
@@ -169,7 +137,7 @@ func (c Replica) ReadyStaleness() time.Duration {
 	if c.ReadyMaxStaleness > 0 {
 		return c.ReadyMaxStaleness
 	}
-	return max(5*time.Second, 3*c.FreshnessInterval, 3*c.FreshnessIdleInterval)
+	return max(5*time.Second, 3*c.ReadIndex.Slowest())
 }
 
 // Credentials splits --user and --password as etcdctl does: "name:password"
@@ -192,20 +160,9 @@ type TLS struct {
 // Enabled reports whether any certificate is configured.
 func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" || t.TrustedCAFile != "" }
 
-// DefaultFreshnessQuietInterval is --freshness-quiet-interval's default. A
-// replica whose other freshness intervals are as slow or slower (set before
-// quiet replicas existed) never goes quiet with it, rather than be refused.
-const DefaultFreshnessQuietInterval = 30 * time.Second
-
-// QuietInterval is the --freshness-quiet-interval in force: 0 (never quiet)
-// unless it is slower than --freshness-interval and
-// --freshness-idle-interval.
-func (c Replica) QuietInterval() time.Duration {
-	if c.FreshnessQuietInterval <= max(c.FreshnessInterval, c.FreshnessIdleInterval) {
-		return 0
-	}
-	return c.FreshnessQuietInterval
-}
+// QuietInterval is the --freshness-quiet-interval in force (see
+// readindex.Settings.Quiet).
+func (c Replica) QuietInterval() time.Duration { return c.ReadIndex.Quiet() }
 
 // DefaultReplica is a replica on 127.0.0.1:2479 (clients) and :2480 (peers),
 // beside a default etcd or primary on 2379/2380.
@@ -219,13 +176,7 @@ func DefaultReplica() Replica {
 		AdvertiseClientURLs:    []string{"http://127.0.0.1:2479"},
 		Join:                   []string{"http://127.0.0.1:2379"},
 		JoinTimeout:            2 * time.Minute,
-		FreshnessInterval:      50 * time.Millisecond,
-		FreshnessIdleInterval:  time.Second,
-		FreshnessQuietInterval: DefaultFreshnessQuietInterval,
-		ReadBatchInterval:      2 * time.Millisecond,
-		ReadBatchMaxWait:       2 * time.Millisecond,
-		ReadIndexViaTimeout:    200 * time.Millisecond,
-		ReadIndexViaInFlight:   16,
+		ReadIndex:              readindex.DefaultSettings(),
 		HeartbeatMs:            100,
 		ElectionMs:             1000,
 		AuthToken:              "simple",
@@ -268,7 +219,7 @@ func (c Replica) Validate() error {
 		{"listen-client-urls", c.ListenClientURLs},
 		{"advertise-client-urls", c.AdvertiseClientURLs},
 		{"listen-metrics-urls", c.ListenMetricsURLs},
-		{"read-index-via", c.ReadIndexVia},
+		{"read-index-via", c.ReadIndex.ViaURLs},
 	} {
 		problems = append(problems, checkURLs(f.name, f.urls)...)
 	}
@@ -290,29 +241,10 @@ func (c Replica) Validate() error {
 	if c.MaxStaleness < 0 {
 		add("--max-staleness %v: must be 0 (no bound) or more", c.MaxStaleness)
 	}
-	if c.FreshnessInterval <= 0 {
-		add("--freshness-interval %v: must be more than 0", c.FreshnessInterval)
+	if err := c.ReadIndex.Validate(); err != nil {
+		problems = append(problems, err)
 	}
-	if c.FreshnessIdleInterval < 0 {
-		add("--freshness-idle-interval %v: must be 0 (always --freshness-interval) or more", c.FreshnessIdleInterval)
-	}
-	if slower := max(c.FreshnessInterval, c.FreshnessIdleInterval); c.FreshnessQuietInterval < 0 ||
-		(c.FreshnessQuietInterval > 0 && c.FreshnessQuietInterval <= slower && c.FreshnessQuietInterval != DefaultFreshnessQuietInterval) {
-		add("--freshness-quiet-interval %v: must be 0 (never quiet) or more than --freshness-interval and --freshness-idle-interval (%v)", c.FreshnessQuietInterval, slower)
-	}
-	if c.ReadBatchInterval < 0 || c.ReadBatchInterval > c.FreshnessInterval {
-		add("--read-batch-interval %v: must be between 0 and --freshness-interval (%v)", c.ReadBatchInterval, c.FreshnessInterval)
-	}
-	if c.ReadBatchMaxWait < 0 || c.ReadBatchMaxWait > c.FreshnessInterval {
-		add("--read-batch-max-wait %v: must be between 0 and --freshness-interval (%v)", c.ReadBatchMaxWait, c.FreshnessInterval)
-	}
-	if len(c.ReadIndexVia) > 0 && c.ReadIndexViaTimeout <= 0 {
-		add("--read-index-via-timeout %v: must be more than 0", c.ReadIndexViaTimeout)
-	}
-	if c.ReadIndexViaInFlight < 1 {
-		add("--read-index-via-in-flight %d: must be 1 (one request at a time) or more (default 16)", c.ReadIndexViaInFlight)
-	}
-	for _, u := range c.ReadIndexVia {
+	for _, u := range c.ReadIndex.ViaURLs {
 		if slices.Contains(c.AdvertiseClientURLs, u) || slices.Contains(c.ListenClientURLs, u) {
 			add("--read-index-via %s: is this replica's own client URL; name other replicas of the cluster", u)
 		}
@@ -344,7 +276,7 @@ func (c Replica) Validate() error {
 	}
 	if c.ReadyMaxStaleness < 0 {
 		add("--ready-max-staleness %v: must be 0 (derived from --freshness-interval) or more", c.ReadyMaxStaleness)
-	} else if slowest := max(c.FreshnessInterval, c.FreshnessIdleInterval); c.ReadyMaxStaleness > 0 && c.ReadyMaxStaleness <= slowest {
+	} else if slowest := c.ReadIndex.Slowest(); c.ReadyMaxStaleness > 0 && c.ReadyMaxStaleness <= slowest {
 		add("--ready-max-staleness %v: must be more than --freshness-interval and --freshness-idle-interval (%v), or the replica would flap between ready and not", c.ReadyMaxStaleness, slowest)
 	}
 	if c.Password != "" && c.User == "" {

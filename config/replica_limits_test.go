@@ -37,7 +37,7 @@ func TestReplicaLimitsHaveEtcdsNamesAndDefaults(t *testing.T) {
 	if got := cfg.ReadyStaleness(); got != 5*time.Second {
 		t.Errorf("ready staleness %v with 50ms rounds, want 5s", got)
 	}
-	cfg.FreshnessInterval, cfg.FreshnessIdleInterval = 5*time.Second, time.Second
+	cfg.ReadIndex.Interval, cfg.ReadIndex.IdleInterval = 5*time.Second, time.Second
 	if got := cfg.ReadyStaleness(); got != 15*time.Second {
 		t.Errorf("ready staleness %v with 5s rounds, want 15s", got)
 	}

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,33 +35,28 @@ type Config struct {
 	// Clock drives rounds, batching, leader contact and hub back-offs; nil
 	// means the real clock.
 	Clock clockwork.Clock
-	// Interval is the period of background rounds while bounded reads
-	// come (--freshness-interval).
-	Interval time.Duration
-	// IdleInterval is their period when no bounded read with a bound
-	// under twice it has come for idleAfter (--freshness-idle-interval);
-	// 0 or less than Interval means Interval.
-	IdleInterval time.Duration
-	// QuietInterval is their period once no client request has come for
-	// as long (--freshness-quiet-interval; see Freshness.Touch); 0 or not
-	// more than IdleInterval means never quiet.
-	QuietInterval time.Duration
-	// BatchInterval is the least time between two round starts
-	// (--read-batch-interval), 0 to Interval.
-	BatchInterval time.Duration
-	// BatchMaxWait is the most a read waits for its round to start while
-	// the round is held for the readers coming back (--read-batch-max-wait,
-	// see batchPolicy), 0 to Interval.
-	BatchMaxWait time.Duration
+	// Settings are the operator's (see Settings).
+	Settings
 	// RoundTimeout bounds one round (etcd's request timeout).
 	RoundTimeout time.Duration
 	// Election is the member's election timeout: leader contact is sampled
 	// every quarter of it, and hubs are asked only while the leader was
 	// heard from within it.
 	Election time.Duration
-	// Via, if it names URLs, obtains read indexes from hubs rather than
-	// from the leader (see protocol.go).
-	Via ViaConfig
+	// ViaClient makes the requests to hubs (TLS as the replica's towards
+	// its cluster: a hub's certificate must verify against the cluster's
+	// CA); nil means http.DefaultClient.
+	ViaClient *http.Client
+	// ViaToken, if set, logs the replica in (--user) for its requests to
+	// hubs of an auth-enabled cluster; it is sent in the Authorization
+	// header, as etcd's JSON gateway takes it. Without it, a hub with auth
+	// on admits the replica by its client certificate only.
+	ViaToken func(ctx context.Context) (string, error)
+}
+
+// via is the hubs' configuration the rounds through them run by.
+func (c Config) via() ViaConfig {
+	return ViaConfig{URLs: c.ViaURLs, Timeout: c.ViaTimeout, InFlight: c.ViaInFlight, Client: c.ViaClient, Token: c.ViaToken}
 }
 
 // Validate reports every missing or bad field.
@@ -69,29 +65,14 @@ func (c Config) Validate() error {
 	if c.Logger == nil {
 		problems = append(problems, errors.New("readindex: Config.Logger is nil"))
 	}
-	if c.Interval <= 0 {
-		problems = append(problems, fmt.Errorf("readindex: Interval %v (--freshness-interval): must be more than 0", c.Interval))
-	}
-	if c.QuietInterval < 0 {
-		problems = append(problems, fmt.Errorf("readindex: QuietInterval %v (--freshness-quiet-interval): must be 0 (never quiet) or more", c.QuietInterval))
-	}
-	if c.BatchInterval < 0 || c.BatchInterval > c.Interval {
-		problems = append(problems, fmt.Errorf("readindex: BatchInterval %v (--read-batch-interval): must be between 0 and Interval (%v)", c.BatchInterval, c.Interval))
-	}
-	if c.BatchMaxWait < 0 || c.BatchMaxWait > c.Interval {
-		problems = append(problems, fmt.Errorf("readindex: BatchMaxWait %v (--read-batch-max-wait): must be between 0 and Interval (%v)", c.BatchMaxWait, c.Interval))
+	if err := c.Settings.Validate(); err != nil {
+		problems = append(problems, err)
 	}
 	if c.RoundTimeout <= 0 {
 		problems = append(problems, fmt.Errorf("readindex: RoundTimeout %v: must be more than 0", c.RoundTimeout))
 	}
 	if c.Election <= 0 {
 		problems = append(problems, fmt.Errorf("readindex: Election %v: must be more than 0", c.Election))
-	}
-	if c.Via.InFlight < 0 {
-		problems = append(problems, fmt.Errorf("readindex: Via.InFlight %d (--read-index-via-in-flight): must be 0 (one) or more", c.Via.InFlight))
-	}
-	if len(c.Via.URLs) > 0 && c.Via.Timeout <= 0 {
-		problems = append(problems, fmt.Errorf("readindex: Via.Timeout %v (--read-index-via-timeout): must be more than 0", c.Via.Timeout))
 	}
 	return errors.Join(problems...)
 }
@@ -150,15 +131,15 @@ func New(cfg Config, m Member, src ContactSource) (*Tracker, error) {
 				t.roundTook.Observe(d)
 			}
 		})
-	if len(cfg.Via.URLs) > 0 {
+	if len(cfg.ViaURLs) > 0 {
 		local := memberLocal(m, t.contact, cfg.Election)
 		local.roundTook = t.roundTook.Get
-		v := newViaRounds(cfg.Logger.Named("via"), cfg.Via, cfg.Clock, local, m.LinearizableReadNotify, cfg.Registerer)
+		v := newViaRounds(cfg.Logger.Named("via"), cfg.via(), cfg.Clock, local, m.LinearizableReadNotify, cfg.Registerer)
 		registerHubRounds(cfg.Registerer, t.fresh.HubRounds)
-		t.fresh.via, t.fresh.shared, t.fresh.hubMax = v.round, v.useHub, cfg.Via.InFlight
+		t.fresh.via, t.fresh.shared, t.fresh.hubMax = v.round, v.useHub, cfg.ViaInFlight
 	}
 	t.fresh.idleInterval = cfg.IdleInterval
-	t.fresh.quietInterval = cfg.QuietInterval
+	t.fresh.quietInterval = cfg.Quiet()
 	t.fresh.batch.maxWait = cfg.BatchMaxWait
 	return t, nil
 }

@@ -82,26 +82,9 @@ type Config struct {
 	// MaxStaleness bounds serializable reads that carry no bound; 0 serves
 	// them locally as they are.
 	MaxStaleness time.Duration
-	// FreshnessInterval is the period of background ReadIndex rounds while
-	// bounded reads come.
-	FreshnessInterval time.Duration
-	// FreshnessIdleInterval is their period when no bounded read with a
-	// bound under twice it has come for a few seconds; 0 or less than
-	// FreshnessInterval means FreshnessInterval.
-	FreshnessIdleInterval time.Duration
-	// FreshnessQuietInterval is their period once no client request has
-	// come for as long; 0 or not more than FreshnessIdleInterval means
-	// never quiet.
-	FreshnessQuietInterval time.Duration
-	// ReadBatchInterval is the least time between two ReadIndex rounds:
-	// strong and bounded reads arriving meanwhile share the next round.
-	// Longer means less leader work per read and at most that much more
-	// latency; 0 runs rounds back to back.
-	ReadBatchInterval time.Duration
-	// ReadBatchMaxWait is the most a read waits for its round to start
-	// while the round is held for the readers coming back (see
-	// readindex's batchPolicy); 0 holds no round back.
-	ReadBatchMaxWait time.Duration
+	// ReadIndex are the ReadIndex machinery's settings (freshness rounds,
+	// their batching, rounds through hubs), validated by readindex.
+	ReadIndex readindex.Settings
 	// TLS, if set, serves the front over TLS.
 	TLS *tls.Config
 	// Zone, if set, is told to balancers that probe the replica (see
@@ -123,9 +106,10 @@ type Config struct {
 	// KeepAlive is the gRPC server keepalive policy (etcd's
 	// --grpc-keepalive-min-time, -interval and -timeout).
 	KeepAlive KeepAlive
-	// Via, if it names URLs, obtains read indexes from other replicas of
-	// the cluster rather than from the leader (see readindex/protocol.go).
-	Via readindex.ViaConfig
+	// ViaClient and ViaToken make and authenticate the requests to
+	// --read-index-via hubs (readindex.Config).
+	ViaClient *http.Client
+	ViaToken  func(ctx context.Context) (string, error)
 	// Gatherer is where etcd's own metrics are read from (its raft
 	// transport's received bytes tell leader contact, see
 	// contact_metric.go); nil means prometheus.DefaultGatherer, where etcd
@@ -150,20 +134,8 @@ func (c Config) Validate() error {
 	if c.MaxStaleness < 0 {
 		problems = append(problems, fmt.Errorf("readpath: MaxStaleness %v: must be 0 or more", c.MaxStaleness))
 	}
-	if c.FreshnessInterval <= 0 {
-		problems = append(problems, fmt.Errorf("readpath: FreshnessInterval %v: must be more than 0", c.FreshnessInterval))
-	}
-	if c.ReadBatchInterval < 0 || c.ReadBatchInterval > c.FreshnessInterval {
-		problems = append(problems, fmt.Errorf("readpath: ReadBatchInterval %v: must be between 0 and FreshnessInterval (%v)", c.ReadBatchInterval, c.FreshnessInterval))
-	}
-	if c.ReadBatchMaxWait < 0 || c.ReadBatchMaxWait > c.FreshnessInterval {
-		problems = append(problems, fmt.Errorf("readpath: ReadBatchMaxWait %v: must be between 0 and FreshnessInterval (%v)", c.ReadBatchMaxWait, c.FreshnessInterval))
-	}
 	if c.Ready.MaxStaleness <= 0 {
 		problems = append(problems, fmt.Errorf("readpath: Ready.MaxStaleness %v: must be more than 0", c.Ready.MaxStaleness))
-	}
-	if len(c.Via.URLs) > 0 && c.Via.Timeout <= 0 {
-		problems = append(problems, fmt.Errorf("readpath: Via.Timeout %v: must be more than 0", c.Via.Timeout))
 	}
 	if c.KeepAlive.MinTime <= 0 || c.KeepAlive.Interval <= 0 || c.KeepAlive.Timeout <= 0 {
 		problems = append(problems, fmt.Errorf("readpath: KeepAlive %+v: every duration must be more than 0", c.KeepAlive))
@@ -233,17 +205,14 @@ func New(cfg Config) (*Front, error) {
 func (f *Front) newFreshness(cfg Config, election time.Duration) error {
 	s := cfg.Server
 	ri, err := readindex.New(readindex.Config{
-		Logger:        cfg.Logger,
-		Registerer:    cfg.Registerer,
-		Clock:         cfg.Clock,
-		Interval:      cfg.FreshnessInterval,
-		IdleInterval:  cfg.FreshnessIdleInterval,
-		QuietInterval: cfg.FreshnessQuietInterval,
-		BatchInterval: cfg.ReadBatchInterval,
-		BatchMaxWait:  cfg.ReadBatchMaxWait,
-		RoundTimeout:  s.Cfg.ReqTimeout(),
-		Election:      election,
-		Via:           cfg.Via,
+		Settings:     cfg.ReadIndex,
+		Logger:       cfg.Logger,
+		Registerer:   cfg.Registerer,
+		Clock:        cfg.Clock,
+		RoundTimeout: s.Cfg.ReqTimeout(),
+		Election:     election,
+		ViaClient:    cfg.ViaClient,
+		ViaToken:     cfg.ViaToken,
 	}, etcdMember{s}, metricContact{cfg.Gatherer})
 	if err != nil {
 		return err

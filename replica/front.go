@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/understudy-kv/understudy/config"
-	"github.com/understudy-kv/understudy/readindex"
 	"github.com/understudy-kv/understudy/readpath"
 )
 
@@ -53,46 +52,40 @@ func (ls *listenerSet) closeUnserved() {
 
 // newFront builds the replica's etcd-compatible front on its member.
 func newFront(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cli *clientv3.Client, frontTLS *tls.Config, roleState *roleStatus, opts Options) (*readpath.Front, error) {
-	via, err := viaConfig(cfg, cli)
-	if err != nil {
+	rc := readpath.Config{
+		TLS:           frontTLS,
+		Server:        srv,
+		Logger:        lg.Named("readpath"),
+		Registerer:    opts.Registerer,
+		Clock:         opts.Clock,
+		MaxStaleness:  cfg.MaxStaleness,
+		ReadIndex:     cfg.ReadIndex,
+		Zone:          cfg.Zone,
+		AnswerHeaders: cfg.FreshnessHeaders,
+		EnablePprof:   cfg.EnablePprof || cfg.LogLevel == "debug",
+		RoleState:     roleState.String,
+		Ready:         readpath.ReadyConfig{MaxLag: cfg.ReadyMaxLag, MaxStaleness: cfg.ReadyStaleness()},
+		KeepAlive:     readpath.KeepAlive{MinTime: cfg.GRPCKeepAliveMinTime, Interval: cfg.GRPCKeepAliveInterval, Timeout: cfg.GRPCKeepAliveTimeout},
+	}
+	if err := viaClient(cfg, cli, &rc); err != nil {
 		return nil, err
 	}
-	return readpath.New(readpath.Config{
-		TLS:                    frontTLS,
-		Server:                 srv,
-		Logger:                 lg.Named("readpath"),
-		Registerer:             opts.Registerer,
-		Clock:                  opts.Clock,
-		MaxStaleness:           cfg.MaxStaleness,
-		FreshnessInterval:      cfg.FreshnessInterval,
-		FreshnessIdleInterval:  cfg.FreshnessIdleInterval,
-		FreshnessQuietInterval: cfg.QuietInterval(),
-		ReadBatchInterval:      cfg.ReadBatchInterval,
-		ReadBatchMaxWait:       cfg.ReadBatchMaxWait,
-		Via:                    via,
-		Zone:                   cfg.Zone,
-		AnswerHeaders:          cfg.FreshnessHeaders,
-		EnablePprof:            cfg.EnablePprof || cfg.LogLevel == "debug",
-		RoleState:              roleState.String,
-		Ready:                  readpath.ReadyConfig{MaxLag: cfg.ReadyMaxLag, MaxStaleness: cfg.ReadyStaleness()},
-		KeepAlive:              readpath.KeepAlive{MinTime: cfg.GRPCKeepAliveMinTime, Interval: cfg.GRPCKeepAliveInterval, Timeout: cfg.GRPCKeepAliveTimeout},
-	})
+	return readpath.New(rc)
 }
 
-// viaConfig is how the front asks --read-index-via hubs: TLS as towards the
+// viaClient is how the front asks --read-index-via hubs: TLS as towards the
 // cluster, and with --user a login token for hubs with auth on.
-func viaConfig(cfg config.Replica, cli *clientv3.Client) (readindex.ViaConfig, error) {
-	via := readindex.ViaConfig{URLs: cfg.ReadIndexVia, Timeout: cfg.ReadIndexViaTimeout, InFlight: cfg.ReadIndexViaInFlight}
-	if len(via.URLs) == 0 {
-		return via, nil
+func viaClient(cfg config.Replica, cli *clientv3.Client, rc *readpath.Config) error {
+	if len(cfg.ReadIndex.ViaURLs) == 0 {
+		return nil
 	}
-	viaTLS, err := clientTLS(cfg.ClientTLS, cfg.ReadIndexVia)
+	viaTLS, err := clientTLS(cfg.ClientTLS, cfg.ReadIndex.ViaURLs)
 	if err != nil {
-		return via, err
+		return err
 	}
-	via.Client = &http.Client{Transport: &http.Transport{TLSClientConfig: viaTLS, MaxIdleConnsPerHost: max(4, cfg.ReadIndexViaInFlight)}}
+	rc.ViaClient = &http.Client{Transport: &http.Transport{TLSClientConfig: viaTLS, MaxIdleConnsPerHost: max(4, cfg.ReadIndex.ViaInFlight)}}
 	if user, password := cfg.Credentials(); user != "" {
-		via.Token = func(ctx context.Context) (string, error) {
+		rc.ViaToken = func(ctx context.Context) (string, error) {
 			resp, err := cli.Auth.Authenticate(ctx, user, password)
 			if errors.Is(err, rpctypes.ErrAuthNotEnabled) {
 				return "", nil
@@ -103,5 +96,5 @@ func viaConfig(cfg config.Replica, cli *clientv3.Client) (readindex.ViaConfig, e
 			return resp.Token, nil
 		}
 	}
-	return via, nil
+	return nil
 }
