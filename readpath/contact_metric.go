@@ -1,6 +1,8 @@
 package readpath
 
 import (
+	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"go.etcd.io/etcd/client/pkg/v3/types"
@@ -39,15 +41,51 @@ const peerReceivedBytes = "etcd_network_peer_received_bytes_total"
 //     itself (servePeers, etcdhttp.NewPeerHandler(e.Server)); embed.Config
 //     has no hook for either.
 //
+// The counter is read from its own collector: registering a twin of it on
+// the registry that holds it hands back etcd's (prometheus's
+// AlreadyRegisteredError), so that a sample reads one vector, not the
+// whole registry (leader contact is sampled every quarter of an election
+// timeout). A registry without it, or one whose help text differs (another
+// etcd version), is gathered instead.
+//
 // If etcd exports the transport's activity, this file is what changes.
-type metricContact struct{ g prometheus.Gatherer }
+type metricContact struct {
+	// vec is etcd's counter, found on g; nil: gather g.
+	vec prometheus.Collector
+	g   prometheus.Gatherer
+}
 
 var _ readindex.ContactSource = metricContact{}
+
+// newMetricContact finds etcd's counter on g.
+func newMetricContact(g prometheus.Gatherer) metricContact {
+	c := metricContact{g: g}
+	reg, ok := g.(prometheus.Registerer)
+	if !ok {
+		return c
+	}
+	twin := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "etcd", Subsystem: "network", Name: "peer_received_bytes_total",
+		Help: "The total number of bytes received from peers.", // rafthttp's, v3.7.3
+	}, []string{"From"})
+	err := reg.Register(twin)
+	var are prometheus.AlreadyRegisteredError
+	switch {
+	case err == nil:
+		reg.Unregister(twin) // etcd registered none here
+	case errors.As(err, &are):
+		c.vec = are.ExistingCollector
+	}
+	return c
+}
 
 // ReceivedFrom is the raft bytes received from member id; 0 if the metric
 // or its series is missing.
 func (c metricContact) ReceivedFrom(id uint64) float64 {
 	from := types.ID(id).String()
+	if c.vec != nil {
+		return collected(c.vec, from)
+	}
 	mfs, err := c.g.Gather()
 	if err != nil && len(mfs) == 0 {
 		return 0
@@ -63,6 +101,20 @@ func (c metricContact) ReceivedFrom(id uint64) float64 {
 		}
 	}
 	return 0
+}
+
+// collected is the value of vec's series whose From is from; 0 if none.
+func collected(vec prometheus.Collector, from string) float64 {
+	ch := make(chan prometheus.Metric, 16)
+	go func() { vec.Collect(ch); close(ch) }()
+	var v float64
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) == nil && labelIs(&d, "From", from) {
+			v = d.GetCounter().GetValue()
+		}
+	}
+	return v
 }
 
 func labelIs(m *dto.Metric, name, value string) bool {

@@ -65,7 +65,10 @@ func serveFront(t testing.TB, e *embed.Etcd) (*Front, *grpc.ClientConn, <-chan e
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
+	ran := make(chan struct{})
+	go func() { _ = f.Run(context.Background()); close(ran) }()
 	go func() { served <- f.Serve(l) }()
+	t.Cleanup(func() { f.Stop(); <-ran })
 	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -39,9 +39,9 @@ type gateway struct {
 	mem  *bufconn.Listener
 }
 
+// newGateway builds the gateway on gs; serve serves gs to it.
 func newGateway(ctx context.Context, gs *grpc.Server) (*gateway, error) {
 	mem := bufconn.Listen(1 << 20)
-	go func() { _ = gs.Serve(mem) }() // ends when gs stops or mem closes
 	conn, err := grpc.NewClient("passthrough:///replica-front",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return mem.DialContext(ctx) }),
@@ -75,6 +75,10 @@ func newGateway(ctx context.Context, gs *grpc.Server) (*gateway, error) {
 	}
 	return &gateway{mux: mux, conn: conn, mem: mem}, nil
 }
+
+// serve serves gs on the gateway's in-memory listener until gs stops or
+// close closes the listener.
+func (g *gateway) serve(gs *grpc.Server) { _ = gs.Serve(g.mem) }
 
 func (g *gateway) close() {
 	_ = g.conn.Close()

@@ -20,7 +20,9 @@ import (
 // answers only once the entry is applied here — so every write through a
 // replica is read-your-writes on that replica.
 type kvServer struct {
-	pb.UnimplementedKVServer
+	// Unsafe: a KV method etcd adds (as RangeStream came in v3.7) breaks
+	// the build here, rather than answering "Unimplemented" on replicas.
+	pb.UnsafeKVServer
 	etcd         pb.KVServer
 	clock        clockwork.Clock
 	fresh        *readindex.Freshness
@@ -34,6 +36,8 @@ type kvServer struct {
 	// and the rest) in its response header.
 	answer *answerHeader
 }
+
+var _ pb.KVServer = (*kvServer)(nil)
 
 func (s *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	mode, err := s.readMode(ctx, r.Serializable)

@@ -159,6 +159,9 @@ type Front struct {
 	clientMux  http.Handler
 	metricsMux http.Handler
 
+	lw *leaderWatch
+	// runCtx ends at Stop: Run's loops end with it.
+	runCtx context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -169,7 +172,8 @@ type Front struct {
 	}
 }
 
-// New builds the front and starts its freshness loop; Stop ends both.
+// New builds the front; Run runs its loops and Serve its listeners; Stop
+// ends them all.
 func New(cfg Config) (*Front, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -186,16 +190,14 @@ func New(cfg Config) (*Front, error) {
 	if err := f.newFreshness(cfg, election); err != nil {
 		return nil, err
 	}
-	lw := newLeaderWatch(f.contact, cfg.Clock, election)
-	f.newGRPC(cfg, lw)
-	ctx, cancel := context.WithCancel(context.Background())
-	f.cancel = cancel
-	if err := f.newHTTP(ctx, cfg, election); err != nil {
-		cancel()
+	f.lw = newLeaderWatch(f.contact, cfg.Clock, election)
+	f.newGRPC(cfg, f.lw)
+	f.runCtx, f.cancel = context.WithCancel(context.Background())
+	if err := f.newHTTP(f.runCtx, cfg, election); err != nil {
+		f.cancel()
 		_ = f.v3c.Close()
 		return nil, err
 	}
-	f.start(ctx, lw)
 	return f, nil
 }
 
@@ -213,7 +215,7 @@ func (f *Front) newFreshness(cfg Config, election time.Duration) error {
 		Election:     election,
 		ViaClient:    cfg.ViaClient,
 		ViaToken:     cfg.ViaToken,
-	}, etcdMember{s}, metricContact{cfg.Gatherer})
+	}, etcdMember{s}, newMetricContact(cfg.Gatherer))
 	if err != nil {
 		return err
 	}
@@ -299,18 +301,37 @@ func (f *Front) newHTTP(ctx context.Context, cfg Config, election time.Duration)
 	return nil
 }
 
-// start runs the front's loops until Stop: the ReadIndex machinery's
-// (freshness rounds, leader-contact samples) and the leader watch.
-func (f *Front) start(ctx context.Context, lw *leaderWatch) {
-	f.wg.Add(2)
+// Run runs the front's loops until ctx ends or Stop: the ReadIndex
+// machinery's (freshness rounds, leader-contact samples), the leader watch
+// and the in-memory gRPC server the JSON gateway dials. Strong and bounded
+// reads, the gateway and /readyz wait on them: run it beside Serve. It
+// returns nil once they have stopped.
+func (f *Front) Run(ctx context.Context) error {
+	f.mu.Lock()
+	if f.mu.stopped {
+		f.mu.Unlock()
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(f.runCtx, cancel)
+	defer stop()
+	f.wg.Add(3)
+	f.mu.Unlock()
 	go func() {
 		defer f.wg.Done()
 		f.ri.Run(ctx)
 	}()
 	go func() {
 		defer f.wg.Done()
-		lw.run(ctx)
+		f.lw.run(ctx)
 	}()
+	go func() {
+		defer f.wg.Done()
+		f.gw.serve(f.grpc) // ends when Stop stops the gRPC server
+	}()
+	<-ctx.Done()
+	return nil
 }
 
 // Freshness is the front's freshness tracker.

@@ -43,6 +43,7 @@ func serve(ctx context.Context, lg *zap.Logger, cfg config.Replica, m *embed.Etc
 	quota *quotaGuard, r *roles, ready chan<- struct{}) error {
 	ls.served = true
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return front.Run(gctx) })
 	for _, l := range ls.client {
 		g.Go(func() error { return front.Serve(l) })
 	}
