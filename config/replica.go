@@ -24,6 +24,13 @@ type Replica struct {
 	DataDir string
 	// Join lists client URLs of the cluster to join (voters or replicas).
 	Join []string
+	// Upstream, instead of Join, makes a cascaded replica: client URLs of
+	// the source cluster's replicas (or members) to copy from, by
+	// snapshot and then watch; it is no member of the cluster (package
+	// cascade).
+	Upstream []string
+	// joinSet records that --join was given (with --upstream, a refusal).
+	joinSet bool
 	// ListenPeerURLs and AdvertisePeerURLs are the embedded member's raft
 	// URLs; the voters must reach AdvertisePeerURLs.
 	ListenPeerURLs    []string
@@ -206,7 +213,9 @@ func (c Replica) Validate() error {
 	if c.DataDir == "" {
 		add("--data-dir: must not be empty")
 	}
-	if len(c.Join) == 0 {
+	if len(c.Upstream) > 0 {
+		problems = append(problems, c.validateCascaded()...)
+	} else if len(c.Join) == 0 {
 		add("--join: must name at least one client URL of the cluster")
 	}
 	for _, f := range []struct {
@@ -214,6 +223,7 @@ func (c Replica) Validate() error {
 		urls []string
 	}{
 		{"join", c.Join},
+		{"upstream", c.Upstream},
 		{"listen-peer-urls", c.ListenPeerURLs},
 		{"initial-advertise-peer-urls", c.AdvertisePeerURLs},
 		{"listen-client-urls", c.ListenClientURLs},
@@ -327,6 +337,35 @@ func checkTLS(prefix, urlFlags string, t TLS, urls []string) []error {
 	}
 	if t.ClientCertAuth && t.TrustedCAFile == "" {
 		add("--%sclient-cert-auth: needs --%strusted-ca-file", prefix, prefix)
+	}
+	return problems
+}
+
+// Cascaded reports a cascaded replica (--upstream).
+func (c Replica) Cascaded() bool { return len(c.Upstream) > 0 }
+
+// validateCascaded refuses what a cascaded replica cannot be: it is no
+// member of the cluster, so it joins nothing, holds no role and shares no
+// member's rounds.
+func (c Replica) validateCascaded() []error {
+	var problems []error
+	add := func(format string, a ...any) { problems = append(problems, fmt.Errorf(format, a...)) }
+	if c.joinSet {
+		add("--upstream and --join: give --join for a learner replica (a member of the cluster) or --upstream for a cascaded replica (fed by another replica's watch), not both")
+	}
+	if c.Promotion.Role != promotion.RoleReader {
+		add("--role %s with --upstream: a cascaded replica is no member of the cluster and cannot be promoted; give --join for a standby or voter role", c.Promotion.Role)
+	}
+	if len(c.ReadIndex.ViaURLs) > 0 {
+		add("--read-index-via with --upstream: a cascaded replica's strong reads already go through its upstream")
+	}
+	if c.RemoveOnExit {
+		add("--remove-on-exit with --upstream: a cascaded replica has no member entry to remove")
+	}
+	for _, u := range c.Upstream {
+		if slices.Contains(c.AdvertiseClientURLs, u) || slices.Contains(c.ListenClientURLs, u) {
+			add("--upstream %s: is this replica's own client URL; name a replica or member of the source cluster", u)
+		}
 	}
 	return problems
 }

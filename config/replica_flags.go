@@ -18,7 +18,11 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs := flag.NewFlagSet("replica", flag.ContinueOnError)
 	fs.StringVar(&cfg.Name, "name", cfg.Name, "Member name of this replica; unique in the cluster.")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "Path to the data directory (default: ${name}.replica). An existing one restarts as the same member.")
-	fs.Var((*list)(&cfg.Join), "join", "Comma-separated client URLs of the cluster to join (any voters).")
+	fs.Func("join", "Comma-separated client URLs of the cluster to join as a learner (any voters).", func(v string) error {
+		cfg.joinSet = true
+		return (*list)(&cfg.Join).Set(v)
+	})
+	fs.Var((*list)(&cfg.Upstream), "upstream", "Instead of --join: a cascaded replica, fed by the watch of these client URLs (replicas of the cluster); no member. See docs/cascaded.md.")
 	fs.Var((*list)(&cfg.ListenPeerURLs), "listen-peer-urls", "URLs to listen on for raft traffic from the voters.")
 	fs.Var((*list)(&cfg.AdvertisePeerURLs), "initial-advertise-peer-urls", "This replica's peer URLs as the voters must reach them.")
 	fs.Var((*list)(&cfg.ListenClientURLs), "listen-client-urls", "URLs to serve etcd's gRPC API on (the replica's front).")

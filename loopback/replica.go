@@ -24,6 +24,9 @@ type ReplicaConfig struct {
 	// raft link between the replica and the voters by this much each way
 	// from the start (DelayPeerLinks, set before the replica first talks).
 	PeerDelay time.Duration
+	// Upstream, if set, starts a cascaded replica (--upstream) fed by
+	// these client URLs instead of a learner that joins the cluster.
+	Upstream []string
 	// ClientProxy advertises a Proxy in front of the replica's client URL
 	// (--advertise-client-urls): what other members' clients and
 	// --read-index-via askers dial; the harness's own clients dial
@@ -71,6 +74,10 @@ func StartReplica(t TB, c *Cluster, cfg ReplicaConfig) *Replica {
 		"--listen-peer-urls", r.PeerURL, "--initial-advertise-peer-urls", adv,
 		"--listen-client-urls", r.ClientURL,
 		"--join-timeout", "5m",
+	}
+	if len(cfg.Upstream) > 0 {
+		args = []string{"--name", cfg.Name, "--data-dir", r.DataDir, "--upstream", strings.Join(cfg.Upstream, ","),
+			"--listen-client-urls", r.ClientURL, "--join-timeout", "5m"}
 	}
 	if cfg.ClientProxy {
 		r.ClientProxy = NewProxy(t, strings.TrimPrefix(r.ClientURL, "http://"))

@@ -24,6 +24,9 @@ type probeAnswer struct {
 	// was last heard from (false if never).
 	freshness func() time.Duration
 	contact   func() (time.Duration, bool)
+	// chain names the replica and what it copies from
+	// (wire.UpstreamChainKey).
+	chain func() []string
 }
 
 // header is the probe's answer: best effort (a probe without it only loses
@@ -35,6 +38,9 @@ func (p probeAnswer) header() metadata.MD {
 	}
 	if p.zone != "" {
 		md.Set(wire.ZoneKey, p.zone)
+	}
+	if p.chain != nil {
+		md.Set(wire.UpstreamChainKey, strings.Join(p.chain(), ","))
 	}
 	if p.roleState != nil {
 		if st := p.roleState(); st != "" {

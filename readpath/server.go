@@ -59,6 +59,8 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3lock"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
+	"go.etcd.io/etcd/server/v3/proxy/grpcproxy"
+	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -110,6 +112,9 @@ type Config struct {
 	// --read-index-via hubs (readindex.Config).
 	ViaClient *http.Client
 	ViaToken  func(ctx context.Context) (string, error)
+	// Cascade, if set, serves a cascaded replica's store rather than a
+	// learner's (see Cascade).
+	Cascade *Cascade
 	// Gatherer is where etcd's own metrics are read from (its raft
 	// transport's received bytes tell leader contact, see
 	// contact_metric.go); nil means prometheus.DefaultGatherer, where etcd
@@ -191,8 +196,8 @@ func New(cfg Config) (*Front, error) {
 		return nil, err
 	}
 	f.lw = newLeaderWatch(f.contact, cfg.Clock, election)
-	f.newGRPC(cfg, f.lw)
 	f.runCtx, f.cancel = context.WithCancel(context.Background())
+	f.newGRPC(cfg, f.lw)
 	if err := f.newHTTP(f.runCtx, cfg, election); err != nil {
 		f.cancel()
 		_ = f.v3c.Close()
@@ -206,6 +211,13 @@ func New(cfg Config) (*Front, error) {
 // the front's metrics.
 func (f *Front) newFreshness(cfg Config, election time.Duration) error {
 	s := cfg.Server
+	var member readindex.Member = etcdMember{s}
+	var contact readindex.ContactSource
+	if c := cfg.Cascade; c != nil {
+		member, contact = c.Member, c.Contact
+	} else {
+		contact = newMetricContact(cfg.Gatherer)
+	}
 	ri, err := readindex.New(readindex.Config{
 		Settings:     cfg.ReadIndex,
 		Logger:       cfg.Logger,
@@ -215,7 +227,7 @@ func (f *Front) newFreshness(cfg Config, election time.Duration) error {
 		Election:     election,
 		ViaClient:    cfg.ViaClient,
 		ViaToken:     cfg.ViaToken,
-	}, etcdMember{s}, newMetricContact(cfg.Gatherer))
+	}, member, contact)
 	if err != nil {
 		return err
 	}
@@ -238,13 +250,22 @@ const streamWorkers = 128
 // in-process client of the member, as embed serves them on a voter.
 func (f *Front) newGRPC(cfg Config, lw *leaderWatch) {
 	s, m := cfg.Server, f.m
+	probe := probeAnswer{zone: cfg.Zone, roleState: cfg.RoleState, freshness: f.fresh.Age,
+		contact: func() (time.Duration, bool) {
+			leader, at := f.contact.Last()
+			return cfg.Clock.Since(at), leader != 0 && !at.IsZero()
+		},
+		chain: func() []string { return []string{s.MemberID().String()} }}
+	unary := []grpc.UnaryServerInterceptor{unaryInterceptor(lw, m, probe, f.fresh.Touch)}
+	stream := []grpc.StreamServerInterceptor{streamInterceptor(lw, m, f.fresh.Touch)}
+	if c := cfg.Cascade; c != nil {
+		probe.chain = c.Chain
+		unary = []grpc.UnaryServerInterceptor{clusterHeaderUnary(c.Cluster), unaryInterceptor(lw, m, probe, f.fresh.Touch)}
+		stream = append([]grpc.StreamServerInterceptor{clusterHeaderStream(c.Cluster)}, stream...)
+	}
 	opts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(unaryInterceptor(lw, m, probeAnswer{zone: cfg.Zone, roleState: cfg.RoleState, freshness: f.fresh.Age,
-			contact: func() (time.Duration, bool) {
-				leader, at := f.contact.Last()
-				return cfg.Clock.Since(at), leader != 0 && !at.IsZero()
-			}}, f.fresh.Touch)),
-		grpc.ChainStreamInterceptor(streamInterceptor(lw, m, f.fresh.Touch)),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(int(s.Cfg.MaxRequestBytesWithOverhead())),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(s.Cfg.MaxConcurrentStreams),
@@ -260,16 +281,48 @@ func (f *Front) newGRPC(cfg Config, lw *leaderWatch) {
 	if cfg.AnswerHeaders != wire.HeadersOff {
 		answer = &answerHeader{always: cfg.AnswerHeaders == wire.HeadersAlways, age: f.fresh.Age, hasLeader: lw.hasLeader, rev: func() int64 { return s.KV().Rev() }}
 	}
-	pb.RegisterKVServer(f.grpc, &kvServer{etcd: v3rpc.NewQuotaKVServer(s), clock: cfg.Clock, fresh: f.fresh, maxStaleness: cfg.MaxStaleness, reqTimeout: s.Cfg.ReqTimeout(), m: m, answer: answer})
+	kv := &kvServer{etcd: v3rpc.NewQuotaKVServer(s), clock: cfg.Clock, fresh: f.fresh, maxStaleness: cfg.MaxStaleness, reqTimeout: s.Cfg.ReqTimeout(), m: m, answer: answer}
 	pb.RegisterWatchServer(f.grpc, &watchServer{WatchServer: v3rpc.NewWatchServer(s), m: m, answer: answer})
+	healthpb.RegisterHealthServer(f.grpc, health.NewServer())
+	f.v3c = v3client.New(s)
+	if cfg.Cascade != nil {
+		f.registerCascade(cfg, kv)
+		return
+	}
+	pb.RegisterKVServer(f.grpc, kv)
 	pb.RegisterLeaseServer(f.grpc, v3rpc.NewQuotaLeaseServer(s))
 	pb.RegisterClusterServer(f.grpc, v3rpc.NewClusterServer(s))
 	pb.RegisterAuthServer(f.grpc, v3rpc.NewAuthServer(s))
 	pb.RegisterMaintenanceServer(f.grpc, newMaintenanceServer(s))
-	healthpb.RegisterHealthServer(f.grpc, health.NewServer())
-	f.v3c = v3client.New(s)
 	v3lockpb.RegisterLockServer(f.grpc, v3lock.NewLockServer(f.v3c))
 	v3electionpb.RegisterElectionServer(f.grpc, v3election.NewElectionServer(f.v3c))
+}
+
+// registerCascade registers a cascaded replica's services: its reads and
+// watches are the local store's, everything else the upstreams'
+// (etcd's grpc-proxy's forwarding services, on the upstream client).
+func (f *Front) registerCascade(cfg Config, kv *kvServer) {
+	c, s := cfg.Cascade, cfg.Server
+	kv.etcd = &forwardedKV{local: v3rpc.NewKVServer(s), up: pb.NewKVClient(c.Upstream.ActiveConnection()), wait: c.WaitRevision,
+		compact: func(ctx context.Context, rev int64) error {
+			if err := c.WaitRevision(ctx, rev); err != nil {
+				return err
+			}
+			_, err := s.Compact(ctx, &pb.CompactionRequest{Revision: rev})
+			if errors.Is(err, mvcc.ErrCompacted) {
+				err = nil // compacted here already, by the store's own follow
+			}
+			return err
+		}}
+	pb.RegisterKVServer(f.grpc, kv)
+	lease, _ := grpcproxy.NewLeaseProxy(f.runCtx, c.Upstream)
+	pb.RegisterLeaseServer(f.grpc, lease)
+	cluster, _ := grpcproxy.NewClusterProxy(cfg.Logger, c.Upstream, "", "")
+	pb.RegisterClusterServer(f.grpc, cluster)
+	pb.RegisterAuthServer(f.grpc, grpcproxy.NewAuthProxy(c.Upstream))
+	pb.RegisterMaintenanceServer(f.grpc, &cascadeMaintenance{MaintenanceServer: newMaintenanceServer(s), up: pb.NewMaintenanceClient(c.Upstream.ActiveConnection()), leader: c.Leader})
+	v3lockpb.RegisterLockServer(f.grpc, grpcproxy.NewLockProxy(c.Upstream))
+	v3electionpb.RegisterElectionServer(f.grpc, grpcproxy.NewElectionProxy(c.Upstream))
 }
 
 // newHTTP builds what the client URL serves over HTTP (the JSON gateway,
@@ -283,6 +336,12 @@ func (f *Front) newHTTP(ctx context.Context, cfg Config, election time.Duration)
 	f.gw = gw
 	ready := &readiness{cfg: cfg.Ready, clock: cfg.Clock, election: election, contact: f.contact, fresh: f.fresh,
 		applied: func() (uint64, uint64) { return AppliedIndex(s), s.CommittedIndex() }}
+	if c := cfg.Cascade; c != nil {
+		ready.applied = func() (uint64, uint64) {
+			applied, source := c.Progress()
+			return uint64(applied), uint64(source)
+		}
+	}
 	mux := clientMux(cfg.Logger, s, gw, ready)
 	if cfg.EnablePprof {
 		for p, h := range debugutil.PProfHandlers() {
@@ -290,14 +349,18 @@ func (f *Front) newHTTP(ctx context.Context, cfg Config, election time.Duration)
 		}
 		cfg.Logger.Info("pprof is enabled", zap.String("path", debugutil.HTTPPrefixPProf))
 	}
+	f.clientMux, f.metricsMux = mux, metricsMux(cfg.Logger, s, ready)
+	if cfg.Cascade != nil {
+		// No raft index to answer with: a replica cascaded from this one
+		// asks it for a linearizable revision (a strong Range) instead.
+		return nil
+	}
 	mux.Handle(readindex.Path, readIndexHandler(f.fresh, func(nonce string) readindex.Answer {
 		// AppliedIndex, not etcd's: after a snapshot and before the next
 		// entry, etcd's trails the state by the snapshot, and an asker
 		// behind the same snapshot would serve its old state as current.
 		return readindex.NewAnswer(uint64(s.Cluster().ID()), uint64(s.MemberID()), s.Term(), AppliedIndex(s), nonce)
 	}, authorizeRead(s), s.Cfg.ReqTimeout()))
-	f.clientMux = mux
-	f.metricsMux = metricsMux(cfg.Logger, s, ready)
 	return nil
 }
 

@@ -52,7 +52,17 @@ func (ls *listenerSet) closeUnserved() {
 
 // newFront builds the replica's etcd-compatible front on its member.
 func newFront(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cli *clientv3.Client, frontTLS *tls.Config, roleState *roleStatus, opts Options) (*readpath.Front, error) {
-	rc := readpath.Config{
+	rc := frontConfig(lg, cfg, srv, frontTLS, opts)
+	rc.RoleState = roleState.String
+	if err := viaClient(cfg, cli, &rc); err != nil {
+		return nil, err
+	}
+	return readpath.New(rc)
+}
+
+// frontConfig is the front's configuration on srv, from the replica's.
+func frontConfig(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, frontTLS *tls.Config, opts Options) readpath.Config {
+	return readpath.Config{
 		TLS:           frontTLS,
 		Server:        srv,
 		Logger:        lg.Named("readpath"),
@@ -63,14 +73,9 @@ func newFront(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cl
 		Zone:          cfg.Zone,
 		AnswerHeaders: cfg.FreshnessHeaders,
 		EnablePprof:   cfg.EnablePprof || cfg.LogLevel == "debug",
-		RoleState:     roleState.String,
 		Ready:         readpath.ReadyConfig{MaxLag: cfg.ReadyMaxLag, MaxStaleness: cfg.ReadyStaleness()},
 		KeepAlive:     readpath.KeepAlive{MinTime: cfg.GRPCKeepAliveMinTime, Interval: cfg.GRPCKeepAliveInterval, Timeout: cfg.GRPCKeepAliveTimeout},
 	}
-	if err := viaClient(cfg, cli, &rc); err != nil {
-		return nil, err
-	}
-	return readpath.New(rc)
 }
 
 // viaClient is how the front asks --read-index-via hubs: TLS as towards the

@@ -56,6 +56,9 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		return err
 	}
 	defer flush()
+	if cfg.Cascaded() {
+		return runCascaded(ctx, cfg, opts)
+	}
 	lg := opts.Logger
 	cli, err := joinClient(lg, cfg)
 	if err != nil {

@@ -33,6 +33,14 @@ const (
 	// request carrying ProbeKey; absent while it knows no leader.
 	LeaderContactAgeKey = "understudy-leader-contact-age"
 
+	// UpstreamChainKey is the response header key under which a replica
+	// names itself and what it copies from, in answer to a request carrying
+	// ProbeKey: comma-separated instance names, its own first, then its
+	// upstream's chain (a cascaded replica's); a learner replica names its
+	// member ID (hex). A cascaded replica refuses an upstream whose chain
+	// holds itself: a cycle.
+	UpstreamChainKey = "understudy-upstream-chain"
+
 	// RoleStateKey is the response header key under which a replica with
 	// --role standby or voter tells what its role loop is doing, and why
 	// ("waiting: hold 3.1s of 5s", "blocked: ..."), in answer to a request

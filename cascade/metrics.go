@@ -1,0 +1,56 @@
+package cascade
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are a cascaded replica's (docs/metrics.md). They outlive the
+// stores a replica bootstraps in turn: NewMetrics once, then Config.Metrics
+// of every Open; the gauges read the store open now.
+type Metrics struct {
+	bootstraps     prometheus.Counter
+	bootstrapBytes prometheus.Gauge
+	switches       prometheus.Counter
+	divergences    prometheus.Counter
+	applySeconds   prometheus.Histogram
+	current        atomic.Pointer[Store]
+}
+
+// NewMetrics creates the metrics and registers them on reg (nil: none).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		bootstraps: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "cascade", Name: "bootstraps_total",
+			Help: "Bootstraps of the cascaded replica's store from an upstream's snapshot: the first, and one after every divergence or compaction past it."}),
+		bootstrapBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "cascade", Name: "bootstrap_bytes",
+			Help: "Bytes of the upstream's snapshot received by the last bootstrap (so far, while it runs)."}),
+		switches: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "cascade", Name: "upstream_switches_total",
+			Help: "Times the cascaded replica resumed its watch on another upstream (the one it followed lost, silent or compacted past it)."}),
+		divergences: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "cascade", Name: "divergences_total",
+			Help: "Source revisions after which the local store was found to differ from the source: the replica stopped serving and bootstrapped again."}),
+		applySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "understudy", Subsystem: "cascade", Name: "apply_seconds",
+			Help: "Time to apply (and check) one watch response of the upstream, one local transaction per source revision in it.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+	}
+	if reg == nil {
+		return m
+	}
+	store := func(f func(*Store) float64) func() float64 {
+		return func() float64 {
+			if s := m.current.Load(); s != nil && s.e != nil {
+				return f(s)
+			}
+			return 0
+		}
+	}
+	reg.MustRegister(m.bootstraps, m.bootstrapBytes, m.switches, m.divergences, m.applySeconds,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "cascade", Name: "revision",
+			Help: "The source revision the cascaded replica's store holds."}, store(func(s *Store) float64 { return float64(s.Revision()) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "cascade", Name: "lag_revisions",
+			Help: "Revisions the cascaded replica's store is behind the newest its upstreams reported."},
+			store(func(s *Store) float64 { return float64(max(0, s.SourceRevision()-s.Revision())) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "cascade", Name: "following",
+			Help: "1 while the cascaded replica follows an upstream's watch, 0 while it has none."}, store(func(s *Store) float64 { return float64(s.lead.Load()) })),
+	)
+	return m
+}

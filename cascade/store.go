@@ -1,0 +1,214 @@
+package cascade
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jonboulle/clockwork"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/pkg/v3/wait"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver"
+	"go.uber.org/zap"
+)
+
+// Store is a cascaded replica's local store: the private member holding
+// the copy, the upstreams it copies from and forwards to, and what it
+// knows of the source. Open builds it, Run keeps it current, Close ends it.
+type Store struct {
+	cfg   Config
+	lg    *zap.Logger
+	clock clockwork.Clock
+	m     *Metrics
+	// instance names this replica in chains of upstreams (Chain).
+	instance string
+	// ups are the upstreams, one client each (the watch follows one);
+	// fwd is a client of all of them, for what the front forwards.
+	ups []upstream
+	fwd *clientv3.Client
+	// cluster is the source cluster's ID.
+	cluster uint64
+	// upChain is the chain of upstreams of the upstream followed last.
+	upChain []string
+	// sourceLeader is the source's leader, as the upstreams said.
+	sourceLeader atomic.Uint64
+	e            *embed.Etcd
+
+	// applied is triggered with every revision applied (WaitRevision).
+	applied wait.WaitTime
+	// sourceRev is the source's newest revision an upstream reported;
+	// contact counts what the upstreams sent (events, progress);
+	// lead is nonzero while an upstream is followed.
+	sourceRev atomic.Int64
+	contact   atomic.Uint64
+	lead      atomic.Uint64
+
+	closeOnce sync.Once
+}
+
+// NewInstance is a name for a replica in chains of upstreams.
+func NewInstance() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "c" + hex.EncodeToString(b[:])
+}
+
+// Open checks the upstreams (one cluster, no cycle through instance),
+// takes a snapshot from one of them (not the leader, unless nothing else
+// answers), restores it in cfg.Dir and starts the local member on it.
+func Open(ctx context.Context, cfg Config, instance string) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{cfg: cfg, lg: cfg.Logger, clock: cfg.Clock, instance: instance, applied: wait.NewTimeList()}
+	if s.clock == nil {
+		s.clock = clockwork.NewRealClock()
+	}
+	s.m = cfg.Metrics
+	if s.m == nil {
+		s.m = NewMetrics(nil)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+	if err := s.dial(); err != nil {
+		return nil, err
+	}
+	cluster, ids, err := checkUpstreams(ctx, s.ups, instance)
+	if err != nil {
+		return nil, err
+	}
+	s.cluster = cluster
+	src, found := snapshotSource(s.ups, ids)
+	if !found {
+		return nil, fmt.Errorf("cascade: no --upstream answered")
+	}
+	s.upChain = ids[src.url].chain
+	s.sourceLeader.Store(ids[src.url].leadID)
+	if err := s.bootstrap(ctx, src); err != nil {
+		return nil, err
+	}
+	ok = true
+	s.m.current.Store(s)
+	return s, nil
+}
+
+// dial opens a client of each upstream, and one of all of them.
+func (s *Store) dial() error {
+	for _, u := range s.cfg.Upstreams {
+		cli, err := s.cfg.Dial([]string{u})
+		if err != nil {
+			return fmt.Errorf("cascade: --upstream %s: %w", u, err)
+		}
+		s.ups = append(s.ups, upstream{url: u, cli: cli})
+	}
+	fwd, err := s.cfg.Dial(s.cfg.Upstreams)
+	if err != nil {
+		return fmt.Errorf("cascade: --upstream: %w", err)
+	}
+	s.fwd = fwd
+	return nil
+}
+
+// bootstrap fetches src's snapshot, restores it and starts the local member.
+func (s *Store) bootstrap(ctx context.Context, src upstream) error {
+	if err := os.MkdirAll(s.cfg.Dir, 0o700); err != nil {
+		return fmt.Errorf("cascade: %w", err)
+	}
+	s.lg.Info("bootstrapping from an upstream's snapshot", zap.String("upstream", src.url), zap.String("cluster", fmt.Sprintf("%x", s.cluster)))
+	s.m.bootstraps.Inc()
+	s.m.bootstrapBytes.Set(0)
+	snap := snapshotPath(s.cfg.Dir)
+	if err := fetchSnapshot(ctx, src, snap, func(n int64) { s.m.bootstrapBytes.Add(float64(n)) }); err != nil {
+		return err
+	}
+	token := "understudy-cascade-" + s.instance
+	if err := restore(s.lg, snap, storeDir(s.cfg.Dir), s.cfg.Name, token); err != nil {
+		return err
+	}
+	_ = os.Remove(snap)
+	e, err := startLocal(ctx, storeDir(s.cfg.Dir), s.cfg.Name, token, s.cfg.LogOutputs)
+	if err != nil {
+		return err
+	}
+	s.e = e
+	rev := e.Server.KV().Rev()
+	s.publish(rev)
+	s.sourceRev.Store(rev)
+	s.contact.Add(1)
+	s.following(followingLead) // it has just had the upstream's snapshot
+	s.lg.Info("restored the upstream's snapshot", zap.String("upstream", src.url), zap.Int64("revision", rev))
+	return nil
+}
+
+// SourceLeader is the source's leader, as the upstreams last said.
+func (s *Store) SourceLeader() uint64 { return s.sourceLeader.Load() }
+
+// Server is the local member, which the front serves.
+func (s *Store) Server() *etcdserver.EtcdServer { return s.e.Server }
+
+// Forward is a client of every upstream, for what the front forwards.
+func (s *Store) Forward() *clientv3.Client { return s.fwd }
+
+// Cluster is the source cluster's ID.
+func (s *Store) Cluster() uint64 { return s.cluster }
+
+// Chain is this replica's chain of upstreams, itself first
+// (wire.UpstreamChainKey).
+func (s *Store) Chain() []string { return append([]string{s.instance}, s.upChain...) }
+
+// Revision is the local store's revision; SourceRevision the source's
+// newest that an upstream reported.
+func (s *Store) Revision() int64       { return s.e.Server.KV().Rev() }
+func (s *Store) SourceRevision() int64 { return s.sourceRev.Load() }
+
+// publish records revision rev applied.
+func (s *Store) publish(rev int64) { s.applied.Trigger(uint64(rev)) }
+
+// heard records what upstream u sent: it is alive, and the source is at
+// revision rev or later.
+func (s *Store) heard(u upstream, rev int64) {
+	s.contact.Add(1)
+	s.following(followingLead)
+	for old := s.sourceRev.Load(); rev > old && !s.sourceRev.CompareAndSwap(old, rev); old = s.sourceRev.Load() {
+	}
+}
+
+// following records whether an upstream is followed (lead, see Member).
+func (s *Store) following(lead uint64) { s.lead.Store(lead) }
+
+// WaitRevision returns once the local store holds revision rev, or with
+// ctx's error.
+func (s *Store) WaitRevision(ctx context.Context, rev int64) error {
+	select {
+	case <-s.applied.Wait(uint64(rev)):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops the local member and closes the clients. The local store's
+// files stay until the next bootstrap replaces them.
+func (s *Store) Close() {
+	s.closeOnce.Do(func() {
+		if s.e != nil {
+			s.e.Close()
+		}
+		for _, u := range s.ups {
+			_ = u.cli.Close()
+		}
+		if s.fwd != nil {
+			_ = s.fwd.Close()
+		}
+		s.m.current.CompareAndSwap(s, nil)
+	})
+}

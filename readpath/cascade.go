@@ -1,0 +1,180 @@
+package readpath
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/understudy-kv/understudy/readindex"
+)
+
+// Cascade is what the front serves a cascaded replica's store with
+// (package cascade): the store is a private member that only its Applier
+// writes, so every client write, lease, auth, member and alarm call goes
+// to the upstreams, and every answer names the source cluster.
+type Cascade struct {
+	// Member and Contact are the store as the ReadIndex machinery needs
+	// it: a round asks an upstream for a linearizable revision.
+	Member  readindex.Member
+	Contact readindex.ContactSource
+	// Upstream is a client of the upstreams, for what is forwarded.
+	Upstream *clientv3.Client
+	// Cluster is the source cluster's ID, in every answer's header.
+	Cluster uint64
+	// Leader is the source's leader as the upstream last said (Status).
+	Leader func() uint64
+	// WaitRevision returns once the store holds revision rev.
+	WaitRevision func(ctx context.Context, rev int64) error
+	// Progress is the store's revision and the source's newest reported
+	// (/readyz's caught_up compares them, as entries for a learner).
+	Progress func() (applied, source int64)
+	// Chain names the replica and its upstreams (wire.UpstreamChainKey).
+	Chain func() []string
+}
+
+// forwardedKV is a cascaded replica's KV: reads from the local store (the
+// read modes are kvServer's), writes forwarded to the upstreams and
+// answered once the store holds their revision (read-your-writes, as a
+// learner replica's forwarded writes are).
+type forwardedKV struct {
+	pb.UnsafeKVServer
+	local pb.KVServer
+	up    pb.KVClient
+	wait  func(ctx context.Context, rev int64) error
+	// compact compacts the local store at rev, once it holds rev.
+	compact func(ctx context.Context, rev int64) error
+}
+
+var _ pb.KVServer = (*forwardedKV)(nil)
+
+func (k *forwardedKV) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+	return k.local.Range(ctx, r)
+}
+
+func (k *forwardedKV) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) error {
+	return k.local.RangeStream(r, rs)
+}
+
+func (k *forwardedKV) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
+	resp, err := k.up.Put(forwardMD(ctx), r)
+	return resp, k.applied(ctx, resp.GetHeader(), err)
+}
+
+func (k *forwardedKV) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
+	resp, err := k.up.DeleteRange(forwardMD(ctx), r)
+	return resp, k.applied(ctx, resp.GetHeader(), err)
+}
+
+// Txn is reached with a write transaction only: kvServer serves read-only
+// ones from the local store.
+func (k *forwardedKV) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	resp, err := k.up.Txn(forwardMD(ctx), r)
+	return resp, k.applied(ctx, resp.GetHeader(), err)
+}
+
+func (k *forwardedKV) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
+	resp, err := k.up.Compact(forwardMD(ctx), r)
+	if err == nil {
+		err = k.compact(ctx, r.Revision)
+	}
+	return resp, err
+}
+
+// applied waits, after a forwarded write that succeeded, until the local
+// store holds its revision.
+func (k *forwardedKV) applied(ctx context.Context, h *pb.ResponseHeader, err error) error {
+	if err != nil {
+		return err
+	}
+	if err := k.wait(ctx, h.GetRevision()); err != nil {
+		return fmt.Errorf("readpath: the write is applied at revision %d, but this replica did not hold it in time: %w", h.GetRevision(), err)
+	}
+	return nil
+}
+
+// forwardMD carries the request's metadata (require-leader, understudy's
+// keys) on to the upstream.
+func forwardMD(ctx context.Context) context.Context {
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return ctx
+	}
+	out := metadata.MD{}
+	for k, v := range md {
+		if strings.HasPrefix(k, ":") || strings.HasPrefix(k, "grpc-") || k == "content-type" || k == "user-agent" || k == "authority" {
+			continue
+		}
+		out[k] = v
+	}
+	return metadata.NewOutgoingContext(ctx, out)
+}
+
+// cascadeMaintenance is a cascaded replica's Maintenance: the local
+// store's (status, snapshot, defragment, hashes), with alarms, leader moves
+// and downgrades forwarded to the upstreams, and a Status that says the
+// replica is no voter and names the source's leader.
+type cascadeMaintenance struct {
+	pb.MaintenanceServer
+	up     pb.MaintenanceClient
+	leader func() uint64
+}
+
+func (m *cascadeMaintenance) Status(ctx context.Context, r *pb.StatusRequest) (*pb.StatusResponse, error) {
+	resp, err := m.MaintenanceServer.Status(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	resp.IsLearner, resp.Leader = true, m.leader()
+	return resp, nil
+}
+
+func (m *cascadeMaintenance) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
+	return m.up.Alarm(forwardMD(ctx), r)
+}
+
+func (m *cascadeMaintenance) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
+	return m.up.MoveLeader(forwardMD(ctx), r)
+}
+
+func (m *cascadeMaintenance) Downgrade(ctx context.Context, r *pb.DowngradeRequest) (*pb.DowngradeResponse, error) {
+	return m.up.Downgrade(forwardMD(ctx), r)
+}
+
+// header is what every answer of the front carries in its header.
+type headered interface{ GetHeader() *pb.ResponseHeader }
+
+// clusterHeaderUnary and clusterHeaderStream put the source cluster's ID in
+// every answer's header: the local store is a cluster of its own, whose ID
+// means nothing to a client.
+func clusterHeaderUnary(cluster uint64) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		resp, err := handler(ctx, req)
+		if h, ok := resp.(headered); ok && h.GetHeader() != nil {
+			h.GetHeader().ClusterId = cluster
+		}
+		return resp, err
+	}
+}
+
+func clusterHeaderStream(cluster uint64) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		return handler(srv, clusterStream{ServerStream: ss, cluster: cluster})
+	}
+}
+
+type clusterStream struct {
+	grpc.ServerStream
+	cluster uint64
+}
+
+func (s clusterStream) SendMsg(m any) error {
+	if h, ok := m.(headered); ok && h.GetHeader() != nil {
+		h.GetHeader().ClusterId = s.cluster
+	}
+	return s.ServerStream.SendMsg(m)
+}
