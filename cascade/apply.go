@@ -67,6 +67,9 @@ func (a *applier) applyRevision(ctx context.Context, rev int64, evs []*mvccpb.Ev
 	if cur := a.rev(); rev != cur+1 {
 		return fmt.Errorf("%w: source revision %d follows local revision %d", ErrDiverged, rev, cur)
 	}
+	if err := a.precheck(rev, evs); err != nil {
+		return err
+	}
 	if err := a.ensureLeases(ctx, evs); err != nil {
 		return err
 	}
@@ -106,6 +109,34 @@ func (a *applier) ensureLeases(ctx context.Context, evs []*mvccpb.Event) error {
 			return fmt.Errorf("cascade: granting lease %x here (source revision %d): %w", id, ev.Kv.ModRevision, err)
 		}
 		a.leases[id] = true
+	}
+	return nil
+}
+
+// precheck compares the local store before revision rev with what the
+// source's events say it held then: a deleted key existed, and a key put
+// was absent (a first version, created at rev) or has the version before
+// and the creation revision the event names. Applying the events to such a
+// store makes exactly the source's versions: a store that fails it has
+// diverged already, and nothing is written.
+func (a *applier) precheck(rev int64, evs []*mvccpb.Event) error {
+	for _, ev := range evs {
+		r, err := a.srv.KV().Range(context.Background(), ev.Kv.Key, nil, mvcc.RangeOptions{Limit: 1})
+		if err != nil {
+			return fmt.Errorf("cascade: reading %q before source revision %d: %w", ev.Kv.Key, rev, err)
+		}
+		var ok bool
+		switch {
+		case ev.Type == mvccpb.DELETE:
+			ok = len(r.KVs) == 1
+		case ev.Kv.Version == 1:
+			ok = len(r.KVs) == 0 && ev.Kv.CreateRevision == rev
+		default:
+			ok = len(r.KVs) == 1 && r.KVs[0].Version == ev.Kv.Version-1 && r.KVs[0].CreateRevision == ev.Kv.CreateRevision
+		}
+		if !ok {
+			return fmt.Errorf("%w: before source revision %d, %q is %s here; the source's %s event says otherwise", ErrDiverged, rev, ev.Kv.Key, describe(r.KVs), ev.Type)
+		}
 	}
 	return nil
 }

@@ -24,6 +24,8 @@ type ReplicaConfig struct {
 	// raft link between the replica and the voters by this much each way
 	// from the start (DelayPeerLinks, set before the replica first talks).
 	PeerDelay time.Duration
+	// Env is added to the replica's environment.
+	Env []string
 	// Upstream, if set, starts a cascaded replica (--upstream) fed by
 	// these client URLs instead of a learner that joins the cluster.
 	Upstream []string
@@ -92,7 +94,7 @@ func StartReplica(t TB, c *Cluster, cfg ReplicaConfig) *Replica {
 		}
 		r.PeerProxy.Delay(cfg.PeerDelay)
 	}
-	r.Proc = Start(t, ProcConfig{Name: cfg.Name, Bin: c.Bins.Replica, Args: append(args, cfg.Extra...)})
+	r.Proc = Start(t, ProcConfig{Name: cfg.Name, Bin: c.Bins.Replica, Args: append(args, cfg.Extra...), Env: cfg.Env})
 	if cfg.PeerDelay > 0 {
 		// Before the replica's member starts: it first adds itself (a
 		// round trip to the voters' client URLs at least).

@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +73,83 @@ func TestCascadedReplicaServes(t *testing.T) {
 	old, err := cc.Get(ctx, "k3")
 	if err != nil || len(old.Kvs) != 1 || string(old.Kvs[0].Value) != "before" {
 		t.Fatalf("a key from the bootstrap snapshot: %v (%v)", old.Kvs, err)
+	}
+}
+
+// A local apply broken on purpose (UNDERSTUDY_TEST_BREAK_APPLY: a wrong
+// value written for one key) is found by the check after the revision:
+// the cascaded replica never serves the wrong value, stops serving, and
+// serves again, the right value, once it has bootstrapped anew.
+func TestCascadedReplicaNeverServesADivergedStore(t *testing.T) {
+	bins := harness.Binaries(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
+	voters := client(t, c.Endpoints()...)
+	r := startReplica(t, bins, c, "r1", replicaOpts{})
+	cr := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "c1", Upstream: []string{r.ClientURL},
+		Env: []string{"UNDERSTUDY_TEST_BREAK_APPLY=bad"}})
+	cc := client(t, cr.ClientURL)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := voters.Put(ctx, "bad", "right"); err != nil {
+		t.Fatal(err)
+	}
+	// Until it serves the right value, every read of the key fails or
+	// returns nothing older: never the broken value.
+	harness.WaitFor(t, time.Minute, "the cascaded replica serves the right value again", func() (bool, error) {
+		for _, opts := range [][]clientv3.OpOption{nil, {clientv3.WithSerializable()}} {
+			rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+			resp, err := cc.Get(rctx, "bad", opts...)
+			rcancel()
+			if err != nil {
+				return false, err
+			}
+			if len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) != "right" {
+				t.Fatalf("the cascaded replica served %q for a key whose apply it broke", resp.Kvs[0].Value)
+			}
+			if len(resp.Kvs) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if !strings.Contains(cr.Log(), "diverged") {
+		t.Errorf("the replica's log does not say the store diverged:\n%s", tailLines(cr.Log(), 20))
+	}
+	if n := metric(t, cr.ClientURL, "understudy_cascade_divergences_total"); n != 0 {
+		t.Logf("divergences counted before the bootstrap: %v", n)
+	}
+	if n := metric(t, cr.ClientURL, "understudy_cascade_bootstraps_total"); n < 2 {
+		t.Errorf("understudy_cascade_bootstraps_total %v, want 2 or more (the first, and one after the divergence)", n)
+	}
+}
+
+// Bad --upstream input is refused with an error naming the flag: with
+// --join; an upstream that is not etcd; upstreams of two clusters; an
+// upstream that is this replica.
+func TestCascadedReplicaBadInput(t *testing.T) {
+	beside(t)
+	harness.Binaries(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
+	other := harness.StartCluster(t, harness.ClusterConfig{N: 1})
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("hello")) }))
+	t.Cleanup(web.Close)
+	own := harness.URL(harness.FreePort(t))
+	for _, tc := range []struct {
+		name     string
+		upstream []string
+		extra    []string
+		want     []string
+	}{
+		{"with-join", []string{c.Endpoints()[0]}, []string{"--join", c.Endpoints()[0]}, []string{"--upstream and --join"}},
+		{"not-etcd", []string{web.URL}, nil, []string{"--upstream " + web.URL, "not an etcd client URL"}},
+		{"two-clusters", []string{c.Endpoints()[0], other.Endpoints()[0]}, nil, []string{"--upstream", "same cluster", other.Endpoints()[0]}},
+		{"itself", []string{own}, []string{"--listen-client-urls", own}, []string{"--upstream " + own, "this replica's own client URL"}},
+		{"role", []string{c.Endpoints()[0]}, []string{"--role", "standby"}, []string{"--role standby with --upstream"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "c-" + tc.name, Upstream: tc.upstream, NoWait: true,
+				Extra: append([]string{"--join-timeout", "20s"}, tc.extra...)})
+			mustContain(t, exitsWithin(t, r, 30*time.Second), tc.want...)
+		})
 	}
 }
