@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -28,11 +29,12 @@ const probeKey = "\x00understudy/probe"
 // Balancer owns a balanced client and the loop that keeps its view of the
 // cluster current.
 type Balancer struct {
-	cfg  Config
-	lg   *zap.Logger
-	m    *metrics
-	view *view
-	id   string
+	cfg   Config
+	lg    *zap.Logger
+	clock clockwork.Clock // cfg.Clock
+	m     *metrics
+	view  *view
+	id    string
 
 	ctl *clientv3.Client // discovery, over every known member
 	cli *clientv3.Client // the balanced client handed to callers
@@ -65,6 +67,7 @@ func New(cfg Config) (*Balancer, error) {
 	b := &Balancer{
 		cfg:      cfg,
 		lg:       cfg.Logger,
+		clock:    cfg.Clock,
 		m:        newMetrics(cfg.Registerer),
 		view:     newView(),
 		kick:     make(chan struct{}, 1),
@@ -154,19 +157,19 @@ func (b *Balancer) Close() error {
 // replicas every ProbeInterval.
 func (b *Balancer) run(ctx context.Context) {
 	defer close(b.done)
-	refresh := time.NewTicker(b.cfg.RefreshInterval)
+	refresh := b.clock.NewTicker(b.cfg.RefreshInterval)
 	defer refresh.Stop()
-	probe := time.NewTicker(b.cfg.ProbeInterval)
+	probe := b.clock.NewTicker(b.cfg.ProbeInterval)
 	defer probe.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-refresh.C:
+		case <-refresh.Chan():
 			b.refreshFor(ctx)
 		case <-b.kick:
 			b.refreshFor(ctx)
-		case <-probe.C:
+		case <-probe.Chan():
 			b.probe(ctx)
 		case <-b.probeNow:
 			b.probe(ctx)
@@ -274,7 +277,7 @@ func (b *Balancer) probe(ctx context.Context) {
 	healthy := 0
 	// 0 if none: boundedRead records only budgets under MaxStaleness, and
 	// none under VotersOnly.
-	tight, _ := b.budgets.tightest(time.Now())
+	tight, _ := b.budgets.tightest(b.clock.Now())
 	for _, m := range b.view.learners() {
 		conn, err := b.conn(m.ep.url)
 		if err != nil {
@@ -331,11 +334,11 @@ func (b *Balancer) probeReplica(ctx context.Context, conn *grpc.ClientConn, ep *
 		pctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		pctx = metadata.AppendToOutgoingContext(pctx, wire.MaxStalenessKey, bound.String(), wire.ProbeKey, "1")
-		a := probeAnswer{start: time.Now()}
+		a := probeAnswer{start: b.clock.Now()}
 		_, err := pb.NewKVClient(conn).Range(pctx, &pb.RangeRequest{Key: []byte(probeKey), Serializable: true, CountOnly: true}, grpc.Header(&a.md))
 		return a, err
 	}
-	now := time.Now()
+	now := b.clock.Now()
 	if tight > 0 && now.Sub(time.Unix(0, ep.tightFailed.Load())) >= tightRetry*b.cfg.ProbeInterval {
 		a, err := once(tight, b.cfg.ProbeTimeout/2)
 		if err == nil {

@@ -120,7 +120,7 @@ func makeLinearizable(t *pb.TxnRequest) {
 // what is left of the call's deadline (ProbeTimeout if it has none), so
 // that the voter still has time.
 func (b *Balancer) boundedRead(ctx context.Context, budget time.Duration, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
-	if b.cfg.Policy != VotersOnly && budget < b.cfg.MaxStaleness && b.budgets.used(budget, time.Now()) {
+	if b.cfg.Policy != VotersOnly && budget < b.cfg.MaxStaleness && b.budgets.used(budget, b.clock.Now()) {
 		// The tightest budget yet: probe at once, so that a replica asked
 		// for it starts proving it.
 		select {
@@ -131,10 +131,10 @@ func (b *Balancer) boundedRead(ctx context.Context, budget time.Duration, method
 	reason := "none-fits"
 	if b.cfg.Policy == VotersOnly {
 		reason = "voters-only"
-	} else if b.anyFits(budget, time.Now()) {
+	} else if b.anyFits(budget, b.clock.Now()) {
 		timeout := b.cfg.ProbeTimeout
 		if dl, ok := ctx.Deadline(); ok {
-			timeout = time.Until(dl) / 2
+			timeout = dl.Sub(b.clock.Now()) / 2
 		}
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		c := &call{r: routeBoundedRead, budget: budget}
@@ -161,7 +161,7 @@ func (b *Balancer) boundedRead(ctx context.Context, budget time.Duration, method
 func (b *Balancer) invokeRead(ctx context.Context, c *call, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
 	var hdr metadata.MD
 	ctx = metadata.AppendToOutgoingContext(ctx, wire.FreshnessKey, "1")
-	start := time.Now()
+	start := b.clock.Now()
 	err := invoker(ctx, method, req, reply, cc, append(opts[:len(opts):len(opts)], grpc.Header(&hdr))...)
 	if c.picked != nil && err == nil {
 		c.picked.learn(hdr, start)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -61,6 +62,11 @@ type Config struct {
 	Logger *zap.Logger
 	// Registerer receives the metrics; nil registers nothing.
 	Registerer prometheus.Registerer
+	// Clock times the loop (refreshes, probes), the latencies and the
+	// staleness the replicas report as it ages, and the budgets reads
+	// used; nil is the real clock. Request timeouts are contexts, on the
+	// real clock.
+	Clock clockwork.Clock
 }
 
 func (c *Config) setDefaults() {
@@ -81,6 +87,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
+	}
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
 	}
 }
 

@@ -36,7 +36,7 @@ func (p *picker) Pick(info grpcbalancer.PickInfo) (grpcbalancer.PickResult, erro
 	var pe *pickEndpoint
 	switch r {
 	case routeBoundedRead:
-		pe = p.pickFitting(c.budget, time.Now())
+		pe = p.pickFitting(c.budget, p.owner.clock.Now())
 		if pe == nil {
 			// Fail fast, not wait for a new picker: the interceptor sends
 			// the read to a voter.
@@ -76,11 +76,12 @@ func (p *picker) Pick(info grpcbalancer.PickInfo) (grpcbalancer.PickResult, erro
 	ep := pe.ep
 	c.picked = ep
 	ep.inflight.Add(1)
-	start := time.Now()
+	clock := p.owner.clock
+	start := clock.Now()
 	return grpcbalancer.PickResult{SubConn: pe.sc, Done: func(di grpcbalancer.DoneInfo) {
 		ep.inflight.Add(-1)
 		if di.Err == nil {
-			ep.observe(time.Since(start))
+			ep.observe(clock.Since(start))
 		}
 		p.owner.finished(r, ep, di.Err)
 	}}, nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.uber.org/zap"
@@ -70,7 +71,7 @@ type fakeSubConn struct {
 }
 
 func testPicker(policy Policy, zone string) (*picker, map[string]*endpoint) {
-	b := &Balancer{cfg: Config{Policy: policy, Zone: zone}, lg: zap.NewNop(), m: newMetrics(nil), kick: make(chan struct{}, 1)}
+	b := &Balancer{cfg: Config{Policy: policy, Zone: zone}, lg: zap.NewNop(), clock: clockwork.NewRealClock(), m: newMetrics(nil), kick: make(chan struct{}, 1)}
 	eps := map[string]*endpoint{}
 	pe := func(name, zone string) pickEndpoint {
 		eps[name] = &endpoint{url: "http://" + name, addr: name}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -78,7 +79,7 @@ func serveFake(t *testing.T, kv pb.KVServer) *grpc.ClientConn {
 // not asked for the tight bound again for tightRetry probe intervals. One
 // that can prove it answers the tight probe alone.
 func TestAReplicaThatCannotProveTheTightBudgetStaysHealthy(t *testing.T) {
-	b := &Balancer{cfg: Config{MaxStaleness: 5 * time.Second, ProbeTimeout: 400 * time.Millisecond, ProbeInterval: time.Second}, lg: zap.NewNop()}
+	b := &Balancer{cfg: Config{MaxStaleness: 5 * time.Second, ProbeTimeout: 400 * time.Millisecond, ProbeInterval: time.Second}, lg: zap.NewNop(), clock: clockwork.NewRealClock()}
 	far := &farReplica{prove: time.Second}
 	conn := serveFake(t, far)
 	ep := &endpoint{}

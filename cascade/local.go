@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/server/v3/embed"
 )
@@ -27,7 +28,7 @@ const (
 // listener (the front serves it, in-process), no fsync (the copy is rebuilt
 // from an upstream, never recovered), and alarms the source had raised
 // cleared (the local store is not the one over its quota).
-func startLocal(ctx context.Context, dir, name, token string, logOutputs []string) (*embed.Etcd, error) {
+func startLocal(ctx context.Context, clock clockwork.Clock, dir, name, token string, logOutputs []string) (*embed.Etcd, error) {
 	ec := embed.NewConfig()
 	ec.Name, ec.Dir = name, dir
 	u, _ := url.Parse(localPeerURL)
@@ -51,14 +52,14 @@ func startLocal(ctx context.Context, dir, name, token string, logOutputs []strin
 	if err != nil {
 		return nil, fmt.Errorf("cascade: starting the local store: %w", err)
 	}
-	t := time.NewTimer(localStartTimeout)
+	t := clock.NewTimer(localStartTimeout)
 	defer t.Stop()
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
 		e.Close()
 		return nil, fmt.Errorf("cascade: the local store: %w", err)
-	case <-t.C:
+	case <-t.Chan():
 		e.Close()
 		return nil, fmt.Errorf("cascade: the local store did not start within %v", localStartTimeout)
 	case <-ctx.Done():

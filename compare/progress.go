@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cheggaaa/pb/v3"
+	"github.com/jonboulle/clockwork"
 )
 
 // progress is a bar of the run's elapsed time, on a terminal.
@@ -14,7 +15,9 @@ type progress struct {
 	stop func()
 }
 
-func startBar(w io.Writer, base time.Time, d time.Duration) *progress {
+// startBar shows, on w (nil: no bar), the time since base on clock out of
+// d.
+func startBar(w io.Writer, clock clockwork.Clock, base time.Time, d time.Duration) *progress {
 	if w == nil {
 		return &progress{stop: func() {}}
 	}
@@ -27,15 +30,15 @@ func startBar(w io.Writer, base time.Time, d time.Duration) *progress {
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		tick := time.NewTicker(200 * time.Millisecond)
+		tick := clock.NewTicker(200 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
 			case <-quit:
 				return
-			case <-tick.C:
-				bar.SetCurrent(min(int64(time.Since(base)/time.Second), bar.Total()))
-				if time.Since(base) >= d {
+			case <-tick.Chan():
+				bar.SetCurrent(min(int64(clock.Since(base)/time.Second), bar.Total()))
+				if clock.Since(base) >= d {
 					bar.Set("status", "draining the watches")
 				}
 			}

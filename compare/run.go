@@ -7,9 +7,11 @@ import (
 	"io"
 	"time"
 
-	"github.com/understudy-kv/understudy/conn"
+	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/understudy-kv/understudy/conn"
 )
 
 // preflightTimeout bounds the wait for the mirror to copy a first key.
@@ -26,6 +28,24 @@ type Options struct {
 	// them.
 	HarnessLog io.Writer
 	Logger     *zap.Logger
+	// Clock times the run: its start, the fault window, the readers'
+	// arrivals, the probes, the drain and the progress bar; nil is the
+	// real clock. Request timeouts are contexts, on the real clock.
+	Clock clockwork.Clock
+}
+
+// withDefaults fills what opts leaves out.
+func (opts Options) withDefaults() Options {
+	if opts.Stdout == nil {
+		opts.Stdout = io.Discard
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Clock == nil {
+		opts.Clock = clockwork.NewRealClock()
+	}
+	return opts
 }
 
 // Run measures every path, prints the report and writes the files under
@@ -35,12 +55,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Analysis, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if opts.Stdout == nil {
-		opts.Stdout = io.Discard
-	}
-	if opts.Logger == nil {
-		opts.Logger = zap.NewNop()
-	}
+	opts = opts.withDefaults()
 	var (
 		a   *Analysis
 		err error
@@ -133,15 +148,14 @@ func dial(e Endpoints, urls []string, lg *zap.Logger) (*clientv3.Client, error) 
 // inj (nil: none), and judges what it saw. The mirror must copy cfg.Prefix
 // into cl.Mirror under the same names.
 func Measure(ctx context.Context, cfg Config, cl Clients, inj Injector, opts Options) (*Analysis, error) {
-	if opts.Logger == nil {
-		opts.Logger = zap.NewNop()
-	}
-	if err := preflight(ctx, cfg, cl); err != nil {
+	opts = opts.withDefaults()
+	clock := opts.Clock
+	if err := preflight(ctx, clock, cfg, cl); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := &workload{cfg: cfg, cl: cl}
+	w := &workload{cfg: cfg, cl: cl, clock: clock}
 	started := make(chan time.Time, 1)
 	type result struct {
 		h   *History
@@ -158,21 +172,21 @@ func Measure(ctx context.Context, cfg Config, cl Clients, inj Injector, opts Opt
 	case r := <-done:
 		return nil, r.err
 	}
-	bar := startBar(opts.Progress, base, cfg.Duration)
+	bar := startBar(opts.Progress, clock, base, cfg.Duration)
 	defer bar.stop()
 
 	var from, to time.Duration
 	var faultErr error
 	if inj != nil {
 		at, length := cfg.FaultWindow()
-		if waitUntil(ctx, base.Add(at)) {
-			from = time.Since(base)
+		if waitUntil(ctx, clock, base.Add(at)) {
+			from = clock.Since(base)
 			bar.status("fault: " + string(cfg.Fault))
 			opts.Logger.Info("injecting", zap.String("fault", string(cfg.Fault)), zap.Duration("at", from))
 			if faultErr = inj.Inject(); faultErr == nil {
-				waitUntil(ctx, base.Add(at+length))
+				waitUntil(ctx, clock, base.Add(at+length))
 			}
-			to = time.Since(base)
+			to = clock.Since(base)
 			bar.status("healed")
 			faultErr = errors.Join(faultErr, inj.Heal())
 			opts.Logger.Info("healed", zap.String("fault", string(cfg.Fault)), zap.Duration("at", to))
@@ -193,7 +207,7 @@ func Measure(ctx context.Context, cfg Config, cl Clients, inj Injector, opts Opt
 
 // preflight checks that the mirror copies the prefix: a key put now must
 // reach the destination.
-func preflight(ctx context.Context, cfg Config, cl Clients) error {
+func preflight(ctx context.Context, clock clockwork.Clock, cfg Config, cl Clients) error {
 	key := cfg.Prefix + "ready"
 	rctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	resp, err := cl.Primary.Put(rctx, key, "1")
@@ -201,7 +215,7 @@ func preflight(ctx context.Context, cfg Config, cl Clients) error {
 	if err != nil {
 		return fmt.Errorf("compare: put %s through the primary: %w", key, err)
 	}
-	deadline := time.Now().Add(preflightTimeout)
+	deadline := clock.Now().Add(preflightTimeout)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 		got, err := cl.Mirror.Get(rctx, key)
@@ -209,22 +223,22 @@ func preflight(ctx context.Context, cfg Config, cl Clients) error {
 		if err == nil && got.Count == 1 {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if clock.Now().After(deadline) {
 			return fmt.Errorf("compare: %s (revision %d on the primary) did not reach the mirror's destination within %v (last error: %v): is a mirror copying --prefix %s there?",
 				key, resp.Header.Revision, preflightTimeout, err, cfg.Prefix)
 		}
-		if !waitUntil(ctx, time.Now().Add(50*time.Millisecond)) {
+		if !waitUntil(ctx, clock, clock.Now().Add(50*time.Millisecond)) {
 			return ctx.Err()
 		}
 	}
 }
 
-// waitUntil waits until t or ctx's end, and says whether t came.
-func waitUntil(ctx context.Context, t time.Time) bool {
-	timer := time.NewTimer(time.Until(t))
+// waitUntil waits until t on clock or ctx's end, and says whether t came.
+func waitUntil(ctx context.Context, clock clockwork.Clock, t time.Time) bool {
+	timer := clock.NewTimer(t.Sub(clock.Now()))
 	defer timer.Stop()
 	select {
-	case <-timer.C:
+	case <-timer.Chan():
 		return true
 	case <-ctx.Done():
 		return false

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/metadata"
 
@@ -33,6 +34,9 @@ const probeInterval = 100 * time.Millisecond
 type workload struct {
 	cfg Config
 	cl  Clients
+	// clock times the run: time 0, every call and return, the writer's
+	// ticks, the readers' arrivals, the probes and the drain.
+	clock clockwork.Clock
 	// base is time 0 of the run.
 	base time.Time
 	// lastAcked is the sequence number of the writer's latest acknowledged
@@ -40,7 +44,7 @@ type workload struct {
 	lastAcked atomic.Int64
 }
 
-func (w *workload) now() time.Duration { return time.Since(w.base) }
+func (w *workload) now() time.Duration { return w.clock.Since(w.base) }
 
 func (w *workload) key(seq int64) string {
 	return w.cfg.Prefix + "k/" + fmt.Sprintf("%04d", (seq-1)%int64(w.cfg.Keys))
@@ -51,20 +55,20 @@ func (w *workload) rangePrefix() string { return w.cfg.Prefix + "k/" }
 // prefill writes every key once (sequence numbers 1 to Keys), so that every
 // read returns every key. Its writes happen before time 0.
 func (w *workload) prefill(ctx context.Context) ([]Write, error) {
-	start := time.Now()
+	start := w.clock.Now()
 	var out []Write
 	for seq := int64(1); seq <= int64(w.cfg.Keys); seq++ {
-		call := time.Since(start)
+		call := w.clock.Since(start)
 		rctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
 		resp, err := w.cl.Primary.Put(rctx, w.key(seq), strconv.FormatInt(seq, 10))
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("compare: prefill put %s: %w", w.key(seq), err)
 		}
-		out = append(out, Write{Seq: seq, Key: w.key(seq), Call: call, Return: time.Since(start), Rev: resp.Header.Revision, Acked: true})
+		out = append(out, Write{Seq: seq, Key: w.key(seq), Call: call, Return: w.clock.Since(start), Rev: resp.Header.Revision, Acked: true})
 	}
 	// Shift to the run's clock, which starts now.
-	w.base = time.Now()
+	w.base = w.clock.Now()
 	shift := w.base.Sub(start)
 	for i := range out {
 		out[i].Call -= shift
@@ -77,13 +81,13 @@ func (w *workload) prefill(ctx context.Context) ([]Write, error) {
 // write puts sequence numbers from first on, at cfg.Rate, until ctx ends.
 func (w *workload) write(ctx context.Context, first int64) []Write {
 	var out []Write
-	tick := time.NewTicker(time.Second / time.Duration(w.cfg.Rate))
+	tick := w.clock.NewTicker(time.Second / time.Duration(w.cfg.Rate))
 	defer tick.Stop()
 	for seq := first; ; seq++ {
 		select {
 		case <-ctx.Done():
 			return out
-		case <-tick.C:
+		case <-tick.Chan():
 		}
 		wr := Write{Seq: seq, Key: w.key(seq), Call: w.now()}
 		// Not ctx: a put in flight when the run ends must get its answer,
@@ -140,19 +144,19 @@ func (w *workload) read(ctx context.Context, p Path, id int) []Read {
 	// Poisson arrivals: a read at fixed intervals would be in step with
 	// the writer's ticks and always see the same moment of its cycle.
 	mean := float64(time.Second) / float64(w.cfg.ReadRate)
-	next := time.Now()
-	timer := time.NewTimer(0)
+	next := w.clock.Now()
+	timer := w.clock.NewTimer(0)
 	defer timer.Stop()
 	for {
 		next = next.Add(time.Duration(rand.ExpFloat64() * mean))
-		if time.Since(next) > time.Second {
-			next = time.Now() // after a stall, no burst to catch up
+		if w.clock.Since(next) > time.Second {
+			next = w.clock.Now() // after a stall, no burst to catch up
 		}
-		timer.Reset(max(time.Until(next), 0))
+		timer.Reset(max(next.Sub(w.clock.Now()), 0))
 		select {
 		case <-ctx.Done():
 			return out
-		case <-timer.C:
+		case <-timer.Chan():
 		}
 		rd := Read{Path: p, Reader: id, Call: w.now()}
 		var hdr metadata.MD
@@ -193,13 +197,13 @@ func (w *workload) probe(ctx context.Context, p Path) []Probe {
 	cli, opts, md := w.reader(p)
 	key := w.cfg.Prefix + "ryw/" + string(p)
 	var out []Probe
-	tick := time.NewTicker(probeInterval)
+	tick := w.clock.NewTicker(probeInterval)
 	defer tick.Stop()
 	for n := 1; ; n++ {
 		select {
 		case <-ctx.Done():
 			return out
-		case <-tick.C:
+		case <-tick.Chan():
 		}
 		val := strconv.Itoa(n)
 		pr := Probe{Path: p, Call: w.now()}
@@ -276,7 +280,7 @@ func (w *workload) watch(ctx context.Context, cli *clientv3.Client, name string)
 		if err != nil {
 			return nil, fmt.Errorf("compare: watch %s: %w", name, err)
 		}
-	case <-time.After(w.cfg.RequestTimeout):
+	case <-w.clock.After(w.cfg.RequestTimeout):
 		return nil, fmt.Errorf("compare: watch %s: not created within %v", name, w.cfg.RequestTimeout)
 	}
 	return wt, nil
@@ -303,9 +307,9 @@ func (w *workload) run(ctx context.Context, started chan<- time.Time) (*History,
 		watchers[name] = wt
 	}
 
-	w.base = time.Now()
+	w.base = w.clock.Now()
 	started <- w.base
-	runCtx, cancel := context.WithDeadline(ctx, w.base.Add(w.cfg.Duration))
+	runCtx, cancel := clockwork.WithDeadline(ctx, w.clock, w.base.Add(w.cfg.Duration))
 	defer cancel()
 	var (
 		wg     sync.WaitGroup
@@ -356,9 +360,9 @@ func (w *workload) run(ctx context.Context, started chan<- time.Time) (*History,
 // or the drain deadline passes (what is missing then counts as lost).
 func (w *workload) drain(ctx context.Context, watchers map[string]*watcher) error {
 	last := w.lastAcked.Load()
-	deadline := time.NewTimer(w.cfg.Drain)
+	deadline := w.clock.NewTimer(w.cfg.Drain)
 	defer deadline.Stop()
-	poll := time.NewTicker(10 * time.Millisecond)
+	poll := w.clock.NewTicker(10 * time.Millisecond)
 	defer poll.Stop()
 	for {
 		drained := true
@@ -369,11 +373,11 @@ func (w *workload) drain(ctx context.Context, watchers map[string]*watcher) erro
 			return nil
 		}
 		select {
-		case <-deadline.C:
+		case <-deadline.Chan():
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-poll.C:
+		case <-poll.Chan():
 		}
 	}
 }

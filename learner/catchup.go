@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -63,8 +64,13 @@ func LeaderCommit(ctx context.Context, sc StatusClient, endpoints []string) (uin
 
 // WaitCaughtUp polls until the learner has caught up, reporting each
 // observation to report, or until ctx ends.
-func WaitCaughtUp(ctx context.Context, lg *zap.Logger, every time.Duration, observe func(context.Context) (Progress, error), report func(Progress)) (Progress, error) {
-	t := time.NewTicker(every)
+func WaitCaughtUp(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, every time.Duration, observe func(context.Context) (Progress, error), report func(Progress)) (Progress, error) {
+	return waitCaughtUp(ctx, lg, clock, every, observe, report)
+}
+
+// waitCaughtUp is WaitCaughtUp with its polls timed by clock.
+func waitCaughtUp(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, every time.Duration, observe func(context.Context) (Progress, error), report func(Progress)) (Progress, error) {
+	t := clock.NewTicker(every)
 	defer t.Stop()
 	var last Progress
 	for {
@@ -82,7 +88,7 @@ func WaitCaughtUp(ctx context.Context, lg *zap.Logger, every time.Duration, obse
 		case <-ctx.Done():
 			return last, fmt.Errorf("%w: applied %d of the leader's %d (%d behind): %v",
 				ErrNotReady, last.Applied, last.LeaderCommit, last.Behind(), ctx.Err())
-		case <-t.C:
+		case <-t.Chan():
 		}
 	}
 }

@@ -12,10 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/understudy-kv/understudy/backoff"
 )
 
 var (
@@ -66,20 +69,30 @@ type Joined struct {
 // attempt added (same peer URLs, never started). The "unhealthy cluster"
 // refusal etcd gives right after a voter starts or restarts is retried with
 // backoff until ctx ends.
-func Join(ctx context.Context, lg *zap.Logger, m Membership, self Self) (Joined, error) {
-	backoff := 100 * time.Millisecond
+func Join(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, m Membership, self Self) (Joined, error) {
+	return join(ctx, lg, clock, m, self)
+}
+
+// joinBackoff is the first wait after a refused join; it doubles up to
+// joinBackoffMax.
+const (
+	joinBackoff    = 100 * time.Millisecond
+	joinBackoffMax = 2 * time.Second
+)
+
+// join is Join with its waits on clock.
+func join(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, m Membership, self Self) (Joined, error) {
+	b := backoff.Exponential{Initial: joinBackoff, Max: joinBackoffMax}
 	for {
 		j, err := joinOnce(ctx, m, self)
 		if err == nil || !retryable(err) {
 			return j, err
 		}
-		lg.Info("cluster refused the learner for now; retrying", zap.Error(err), zap.Duration("backoff", backoff))
-		select {
-		case <-ctx.Done():
-			return Joined{}, fmt.Errorf("learner: join: %w (last refusal: %v)", ctx.Err(), err)
-		case <-time.After(backoff):
+		d := b.Next()
+		lg.Info("cluster refused the learner for now; retrying", zap.Error(err), zap.Duration("backoff", d))
+		if werr := backoff.Wait(ctx, clock, d); werr != nil {
+			return Joined{}, fmt.Errorf("learner: join: %w (last refusal: %v)", werr, err)
 		}
-		backoff = min(2*backoff, 2*time.Second)
 	}
 }
 

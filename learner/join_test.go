@@ -3,6 +3,7 @@ package learner
 import (
 	"context"
 	"errors"
+	"github.com/jonboulle/clockwork"
 	"strings"
 	"testing"
 
@@ -51,7 +52,7 @@ func voter() *etcdserverpb.Member {
 
 func TestJoinTakesOverAnEntryThatNeverStarted(t *testing.T) {
 	f := &fakeCluster{members: []*etcdserverpb.Member{voter(), {ID: 7, PeerURLs: []string{"http://p1"}, IsLearner: true}}}
-	j, err := Join(context.Background(), zaptest.NewLogger(t), f, testSelf)
+	j, err := Join(context.Background(), zaptest.NewLogger(t), clockwork.NewRealClock(), f, testSelf)
 	if err != nil || j.ID != 7 || f.adds != 0 {
 		t.Fatalf("Join = %+v, %v after %d adds; want member 7 taken over", j, err, f.adds)
 	}
@@ -72,7 +73,7 @@ func TestJoinPeerURLsOfAStartedMemberSayWhatToRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeCluster{members: []*etcdserverpb.Member{voter(), tc.mem}}
-			_, err := Join(context.Background(), zaptest.NewLogger(t), f, testSelf)
+			_, err := Join(context.Background(), zaptest.NewLogger(t), clockwork.NewRealClock(), f, testSelf)
 			if !errors.Is(err, ErrPeerURLsTaken) || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), "/data/r1") {
 				t.Fatalf("err %v; want %v saying %q and the data dir", err, ErrPeerURLsTaken, tc.says)
 			}
@@ -83,7 +84,7 @@ func TestJoinPeerURLsOfAStartedMemberSayWhatToRun(t *testing.T) {
 	self.PeerURLs = []string{"http://p1", "http://p2"}
 	f := &fakeCluster{members: []*etcdserverpb.Member{voter(), {ID: 7, Name: "r9", PeerURLs: []string{"http://p2"}, IsLearner: true}},
 		addErrs: []error{rpctypes.ErrPeerURLExist}}
-	if _, err := Join(context.Background(), zaptest.NewLogger(t), f, self); !errors.Is(err, ErrPeerURLsTaken) || !strings.Contains(err.Error(), `"r9"`) {
+	if _, err := Join(context.Background(), zaptest.NewLogger(t), clockwork.NewRealClock(), f, self); !errors.Is(err, ErrPeerURLsTaken) || !strings.Contains(err.Error(), `"r9"`) {
 		t.Fatalf("err %v; want %v naming r9", err, ErrPeerURLsTaken)
 	}
 }
@@ -91,21 +92,21 @@ func TestJoinPeerURLsOfAStartedMemberSayWhatToRun(t *testing.T) {
 func TestJoinLearnerLimitNamesEntriesThatNeverStarted(t *testing.T) {
 	f := &fakeCluster{members: []*etcdserverpb.Member{voter(), {ID: 0xab, PeerURLs: []string{"http://p9"}, IsLearner: true}},
 		addErrs: []error{rpctypes.ErrTooManyLearners}}
-	_, err := Join(context.Background(), zaptest.NewLogger(t), f, testSelf)
+	_, err := Join(context.Background(), zaptest.NewLogger(t), clockwork.NewRealClock(), f, testSelf)
 	for _, want := range []string{"--max-learners", "ab at http://p9", "replica leave --endpoints http://v1:2379"} {
 		if !errors.Is(err, ErrTooManyLearners) || !strings.Contains(err.Error(), want) {
 			t.Errorf("err %v does not say %q", err, want)
 		}
 	}
 	f = &fakeCluster{members: []*etcdserverpb.Member{voter()}, addErrs: []error{rpctypes.ErrTooManyLearners}}
-	if _, err := Join(context.Background(), zaptest.NewLogger(t), f, testSelf); !errors.Is(err, ErrTooManyLearners) || strings.Contains(err.Error(), "never started") {
+	if _, err := Join(context.Background(), zaptest.NewLogger(t), clockwork.NewRealClock(), f, testSelf); !errors.Is(err, ErrTooManyLearners) || strings.Contains(err.Error(), "never started") {
 		t.Fatalf("err %v; want the limit alone", err)
 	}
 }
 
 func TestJoinRetriesAnIDRemovedThisSecond(t *testing.T) {
 	f := &fakeCluster{members: []*etcdserverpb.Member{voter()}, addErrs: []error{rpctypes.ErrMemberNotFound, nil}}
-	j, err := Join(context.Background(), zaptest.NewLogger(t), f, testSelf)
+	j, err := Join(context.Background(), zaptest.NewLogger(t), clockwork.NewRealClock(), f, testSelf)
 	if err != nil || j.ID != 100 || f.adds != 2 {
 		t.Fatalf("Join = %+v, %v after %d adds; want the second add", j, err, f.adds)
 	}

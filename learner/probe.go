@@ -12,9 +12,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/understudy-kv/understudy/membership"
+	"github.com/jonboulle/clockwork"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/understudy-kv/understudy/membership"
 )
 
 // ErrPeerURLUnreachable means a learner's advertised peer URL does not lead
@@ -28,7 +30,12 @@ var ErrPeerURLUnreachable = errors.New("learner: advertised peer URL does not re
 // membership.PeerAnswers asks, as a standby asks a voter's). It retries
 // until ctx ends, since the listener may still be starting.
 // tlsCfg, for https peer URLs, is the member's peer TLS as a client.
-func ProbePeerURL(ctx context.Context, url, cluster string, tlsCfg *tls.Config) error {
+func ProbePeerURL(ctx context.Context, clock clockwork.Clock, url, cluster string, tlsCfg *tls.Config) error {
+	return probePeerURL(ctx, clock, url, cluster, tlsCfg)
+}
+
+// probePeerURL is ProbePeerURL with its waits on clock.
+func probePeerURL(ctx context.Context, clock clockwork.Clock, url, cluster string, tlsCfg *tls.Config) error {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
 	defer client.CloseIdleConnections() // the transport is ours: keep no connection to the peer open
 	var last error
@@ -40,10 +47,13 @@ func ProbePeerURL(ctx context.Context, url, cluster string, tlsCfg *tls.Config) 
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %s: %v", ErrPeerURLUnreachable, url, last)
-		case <-time.After(200 * time.Millisecond):
+		case <-clock.After(peerProbeRetry):
 		}
 	}
 }
+
+// peerProbeRetry is the wait between ProbePeerURL's tries.
+const peerProbeRetry = 200 * time.Millisecond
 
 // Cluster is the cluster the --join URLs reach: its ID and members.
 type Cluster struct {

@@ -3,6 +3,7 @@ package learner
 import (
 	"context"
 	"errors"
+	"github.com/jonboulle/clockwork"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -26,14 +27,14 @@ func TestProbePeerURLLeavesNoConnection(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := ProbePeerURL(ctx, peer.URL, "c1", nil); err != nil {
+	if err := ProbePeerURL(ctx, clockwork.NewRealClock(), peer.URL, "c1", nil); err != nil {
 		t.Fatalf("probe of the cluster's peer URL: %v", err)
 	}
 	goleak.VerifyNone(t, listening)
 
 	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancelShort()
-	if err := ProbePeerURL(short, peer.URL, "c2", nil); !errors.Is(err, ErrPeerURLUnreachable) {
+	if err := ProbePeerURL(short, clockwork.NewRealClock(), peer.URL, "c2", nil); !errors.Is(err, ErrPeerURLUnreachable) {
 		t.Fatalf("probe of another cluster's peer URL: %v, want %v", err, ErrPeerURLUnreachable)
 	}
 	goleak.VerifyNone(t, listening)

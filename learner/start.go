@@ -6,7 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
+
+	"github.com/understudy-kv/understudy/backoff"
 )
 
 // MembersNotAgreed reports etcd's refusal to start a joining member whose
@@ -54,25 +57,27 @@ const (
 // again after a backoff with the member list read anew, until ctx ends.
 // Any other error is returned at once. start must leave nothing behind
 // when it fails (the caller's embed.StartEtcd closes what it opened).
-func Start[T any](ctx context.Context, lg *zap.Logger, m Membership, j Joined, name string, start func(initialCluster string) (T, error)) (T, error) {
-	backoff := startBackoff
+func Start[T any](ctx context.Context, lg *zap.Logger, clock clockwork.Clock, m Membership, j Joined, name string, start func(initialCluster string) (T, error)) (T, error) {
+	return startMember(ctx, lg, clock, m, j, name, start)
+}
+
+// startMember is Start with its waits on clock.
+func startMember[T any](ctx context.Context, lg *zap.Logger, clock clockwork.Clock, m Membership, j Joined, name string, start func(initialCluster string) (T, error)) (T, error) {
+	b := backoff.Exponential{Initial: startBackoff, Max: startBackoffMax}
 	initial := j.InitialCluster
 	for {
 		v, err := start(initial)
 		if err == nil || !MembersNotAgreed(err) {
 			return v, err
 		}
+		d := b.Next()
 		lg.Info("the member list of the member etcd asked (a voter or a replica) does not match this learner's --initial-cluster yet: a member was added or removed moments ago; starting again",
-			zap.Error(err), zap.String("initial-cluster", initial), zap.Duration("backoff", backoff))
+			zap.Error(err), zap.String("initial-cluster", initial), zap.Duration("backoff", d))
 		var zero T
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		if ctx.Err() != nil {
+		// A ctx that ends as the wait does ends the starts too.
+		if backoff.Wait(ctx, clock, d) != nil || ctx.Err() != nil {
 			return zero, fmt.Errorf("%w (%w; the other members' lists never agreed with --initial-cluster %s: is one of them cut off from the leader?)", err, ctx.Err(), initial)
 		}
-		backoff = min(2*backoff, startBackoffMax)
 		ic, lerr := InitialCluster(ctx, m, j.ID, name)
 		if lerr != nil {
 			return zero, fmt.Errorf("%w (starting again: %w)", err, lerr)

@@ -3,6 +3,7 @@ package learner
 import (
 	"context"
 	"errors"
+	"github.com/jonboulle/clockwork"
 	"strings"
 	"testing"
 	"time"
@@ -59,7 +60,7 @@ func TestStartAgainWhileVotersHaveNotAppliedTheAdd(t *testing.T) {
 	// Another replica is added while this one starts.
 	f.members = append(f.members, &etcdserverpb.Member{ID: 200, PeerURLs: []string{"http://p2"}, IsLearner: true})
 	var tried []string
-	got, err := Start(context.Background(), zaptest.NewLogger(t), f, j, "r1", func(ic string) (string, error) {
+	got, err := Start(context.Background(), zaptest.NewLogger(t), clockwork.NewRealClock(), f, j, "r1", func(ic string) (string, error) {
 		tried = append(tried, ic)
 		if len(tried) < 3 {
 			return "", errCountUnequal
@@ -81,20 +82,20 @@ func TestStartGivesUp(t *testing.T) {
 	j := Joined{ID: 100, InitialCluster: initialCluster(f.members, 100, "r1")}
 	other := errors.New("listen tcp: address already in use")
 	tries := 0
-	_, err := Start(context.Background(), zaptest.NewLogger(t), f, j, "r1", func(string) (int, error) { tries++; return 0, other })
+	_, err := Start(context.Background(), zaptest.NewLogger(t), clockwork.NewRealClock(), f, j, "r1", func(string) (int, error) { tries++; return 0, other })
 	if !errors.Is(err, other) || tries != 1 {
 		t.Fatalf("Start = %v after %d tries; want %v after 1", err, tries, other)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
 	defer cancel()
-	_, err = Start(ctx, zaptest.NewLogger(t), f, j, "r1", func(string) (int, error) { return 0, errCountUnequal })
+	_, err = Start(ctx, zaptest.NewLogger(t), clockwork.NewRealClock(), f, j, "r1", func(string) (int, error) { return 0, errCountUnequal })
 	if !MembersNotAgreed(err) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "never agreed") {
 		t.Fatalf("Start = %v; want etcd's refusal, the deadline and what never agreed", err)
 	}
 	// The learner's entry removed meanwhile: no start again.
 	f.members = f.members[:1]
 	tries = 0
-	_, err = Start(context.Background(), zaptest.NewLogger(t), f, j, "r1", func(string) (int, error) { tries++; return 0, errCountUnequal })
+	_, err = Start(context.Background(), zaptest.NewLogger(t), clockwork.NewRealClock(), f, j, "r1", func(string) (int, error) { tries++; return 0, errCountUnequal })
 	if err == nil || tries != 1 || !strings.Contains(err.Error(), "no longer listed") {
 		t.Fatalf("Start = %v after %d tries; want the entry gone after 1", err, tries)
 	}

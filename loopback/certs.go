@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 )
 
@@ -23,6 +24,9 @@ import (
 type Certs struct {
 	CA, Cert, Key string
 
+	// clock dates the certificates: a day's validity from an hour ago.
+	// TLS checks them against the wall clock, so it is the real one.
+	clock clockwork.Clock
 	dir   string
 	ca    *x509.Certificate
 	caKey *ecdsa.PrivateKey
@@ -31,6 +35,7 @@ type Certs struct {
 // NewCerts writes a fresh CA and certificate into a temp dir.
 func NewCerts(t TB) *Certs {
 	t.Helper()
+	clock := clockwork.NewRealClock()
 	dir := t.TempDir()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -38,7 +43,7 @@ func NewCerts(t TB) *Certs {
 	}
 	caTmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "understudy test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		NotBefore: clock.Now().Add(-time.Hour), NotAfter: clock.Now().Add(24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
@@ -52,7 +57,7 @@ func NewCerts(t TB) *Certs {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "root"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		NotBefore: clock.Now().Add(-time.Hour), NotAfter: clock.Now().Add(24 * time.Hour),
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
@@ -65,7 +70,7 @@ func NewCerts(t TB) *Certs {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Certs{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "cert.pem"), Key: filepath.Join(dir, "key.pem"), dir: dir, ca: ca, caKey: caKey}
+	c := &Certs{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "cert.pem"), Key: filepath.Join(dir, "key.pem"), clock: clock, dir: dir, ca: ca, caKey: caKey}
 	for path, block := range map[string]*pem.Block{
 		c.CA:   {Type: "CERTIFICATE", Bytes: caDER},
 		c.Cert: {Type: "CERTIFICATE", Bytes: der},
@@ -111,8 +116,8 @@ func (c *Certs) issue(t TB, tmpl *x509.Certificate, name string) (cert, key stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl.SerialNumber = big.NewInt(time.Now().UnixNano())
-	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
+	tmpl.SerialNumber = big.NewInt(c.clock.Now().UnixNano())
+	tmpl.NotBefore, tmpl.NotAfter = c.clock.Now().Add(-time.Hour), c.clock.Now().Add(24*time.Hour)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.ca, &k.PublicKey, c.caKey)
 	if err != nil {
 		t.Fatal(err)

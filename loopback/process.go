@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 const (
@@ -44,6 +46,7 @@ type ProcConfig struct {
 type Proc struct {
 	cfg     ProcConfig
 	logPath string
+	clock   clockwork.Clock // Stop's grace, WaitLog's polls
 
 	mu  sync.Mutex
 	cur *run // the latest start; replaced by Restart
@@ -70,7 +73,7 @@ func Start(t TB, cfg ProcConfig) *Proc {
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
 	}
-	p := &Proc{cfg: cfg, logPath: filepath.Join(t.TempDir(), cfg.Name+".log")}
+	p := &Proc{cfg: cfg, logPath: filepath.Join(t.TempDir(), cfg.Name+".log"), clock: clockwork.NewRealClock()}
 	if err := p.start(); err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -178,11 +181,11 @@ func (p *Proc) Stop() {
 		p.Kill()
 		return
 	}
-	timer := time.NewTimer(stopGrace)
+	timer := p.clock.NewTimer(stopGrace)
 	defer timer.Stop()
 	select {
 	case <-r.done:
-	case <-timer.C:
+	case <-timer.Chan():
 		p.Kill()
 	}
 }
@@ -242,7 +245,7 @@ func (p *Proc) Log() string {
 func (p *Proc) WaitLog(ctx context.Context, s string) error {
 	r := p.run()
 	sc := logScanner{path: p.logPath, pos: r.logStart, want: []byte(s)}
-	ticker := time.NewTicker(pollInterval)
+	ticker := p.clock.NewTicker(pollInterval)
 	defer ticker.Stop()
 	for {
 		found, err := sc.scan()
@@ -261,7 +264,7 @@ func (p *Proc) WaitLog(ctx context.Context, s string) error {
 				return err
 			}
 			return fmt.Errorf("loopback: %s exited (%v) without logging %q", p.cfg.Name, r.state, s)
-		case <-ticker.C:
+		case <-ticker.Chan():
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 const (
@@ -32,6 +34,7 @@ const (
 type Proxy struct {
 	target string
 	ln     net.Listener
+	clock  clockwork.Clock // when delayed chunks are due
 	ctx    context.Context // ends at Close; aborts dials in flight
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the accept loop and every pair's owner
@@ -63,7 +66,7 @@ func NewProxy(t TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("loopback: proxy to %s: %v", target, err)
 	}
-	p := &Proxy{target: target, ln: ln}
+	p := &Proxy{target: target, ln: ln, clock: clockwork.NewRealClock()}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.mu.pairs = make(map[*pair]bool)
 	p.wg.Add(1)
@@ -285,7 +288,7 @@ func (pr *pair) read(src net.Conn, ch chan<- chunk, up bool) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			now := time.Now()
+			now := pr.p.clock.Now()
 			if f := pr.p.fate(pr); f.ok {
 				pr.p.traffic.add(up, f.fromDelayed, n)
 				// The writer delivers in order, each chunk when due and
@@ -314,10 +317,10 @@ func (pr *pair) read(src net.Conn, ch chan<- chunk, up bool) {
 // write delivers the chunks from ch to dst when they are due.
 func (pr *pair) write(ch <-chan chunk, dst net.Conn) {
 	for c := range ch {
-		if wait := time.Until(c.due); wait > 0 {
-			timer := time.NewTimer(wait)
+		if wait := c.due.Sub(pr.p.clock.Now()); wait > 0 {
+			timer := pr.p.clock.NewTimer(wait)
 			select {
-			case <-timer.C:
+			case <-timer.Chan():
 			case <-pr.done:
 				timer.Stop()
 				return

@@ -2,6 +2,8 @@ package loopback
 
 import (
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // WaitFor polls cond until it returns true or timeout passes; then it fails
@@ -9,8 +11,9 @@ import (
 // with a deadline is how tests here wait: never a fixed sleep.
 func WaitFor(t TB, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(25 * time.Millisecond)
+	clock := clockwork.NewRealClock()
+	deadline := clock.Now().Add(timeout)
+	tick := clock.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	var lastErr error
 	for {
@@ -19,9 +22,9 @@ func WaitFor(t TB, timeout time.Duration, what string, cond func() (bool, error)
 			return
 		}
 		lastErr = err
-		if time.Now().After(deadline) {
+		if clock.Now().After(deadline) {
 			t.Fatalf("loopback: %s: not within %v (last error: %v)", what, timeout, lastErr)
 		}
-		<-tick.C
+		<-tick.Chan()
 	}
 }

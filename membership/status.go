@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -56,13 +57,17 @@ func (s *Member) MemberID() uint64 { return s.id }
 // Status asks every member for its Status through cli; replicas also tell
 // their freshness, which is when they last heard from the leader. hc reads
 // the leader's raft progress from its /debug/vars; rule is the promotion
-// rule the verdicts use.
-func Status(ctx context.Context, cli *clientv3.Client, hc *http.Client, rule promotion.Config) ([]*Member, error) {
+// rule the verdicts use; clock tells the time the verdicts are made at
+// (nil: the real clock).
+func Status(ctx context.Context, cli *clientv3.Client, hc *http.Client, rule promotion.Config, clock clockwork.Clock) ([]*Member, error) {
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
 	ml, err := cli.MemberList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("membership: member list: %w", err)
 	}
-	now := time.Now()
+	now := clock.Now()
 	var out []*Member
 	var leader *Member
 	for _, m := range ml.Members {

@@ -130,7 +130,7 @@ func start(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv
 
 	joinCtx, cancel := context.WithTimeout(ctx, cfg.JoinTimeout)
 	defer cancel()
-	j, err := learner.Join(joinCtx, lg, cli.Cluster, self(cfg))
+	j, err := learner.Join(joinCtx, lg, opts.Clock, cli.Cluster, self(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("replica: join: %w", err)
 	}
@@ -159,7 +159,7 @@ func startLearner(ctx context.Context, lg *zap.Logger, cfg config.Replica, j lea
 	// once it has (learner.Start). What a refused start left in the data
 	// dir (an empty backend, no WAL) goes first.
 	tries := 0
-	e, err := learner.Start(ctx, lg, cli.Cluster, j, cfg.Name, func(initialCluster string) (*embed.Etcd, error) {
+	e, err := learner.Start(ctx, lg, opts.Clock, cli.Cluster, j, cfg.Name, func(initialCluster string) (*embed.Etcd, error) {
 		if tries++; tries > 1 {
 			// etcd refuses before it writes a WAL: were there one, the
 			// member would have started, and nothing is removed.
@@ -191,7 +191,7 @@ func startLearner(ctx context.Context, lg *zap.Logger, cfg config.Replica, j lea
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		for _, u := range cfg.AdvertisePeerURLs {
-			if err := learner.ProbePeerURL(pctx, u, e.Server.Cluster().ID().String(), peerTLS); err != nil {
+			if err := learner.ProbePeerURL(pctx, opts.Clock, u, e.Server.Cluster().ID().String(), peerTLS); err != nil {
 				return fail(fmt.Errorf("--initial-advertise-peer-urls: %w; the voters send snapshots there (--skip-peer-url-check if only this host cannot reach it)", err))
 			}
 		}
@@ -203,6 +203,7 @@ func startLearner(ctx context.Context, lg *zap.Logger, cfg config.Replica, j lea
 			applied := readpath.AppliedIndex(e.Server)
 			return applied > e.Server.AppliedIndex(), applied
 		},
+		Clock: opts.Clock,
 		Nudge: func(ctx context.Context) error {
 			_, err := cli.AuthStatus(ctx)
 			return err
@@ -225,7 +226,7 @@ func startLearner(ctx context.Context, lg *zap.Logger, cfg config.Replica, j lea
 		}
 		return learner.Progress{LeaderCommit: commit, Applied: readpath.AppliedIndex(e.Server)}, nil
 	}
-	if _, err := learner.WaitCaughtUp(ctx, lg, 200*time.Millisecond, observe, opts.Progress); err != nil {
+	if _, err := learner.WaitCaughtUp(ctx, lg, opts.Clock, 200*time.Millisecond, observe, opts.Progress); err != nil {
 		return fail(err)
 	}
 	return e, nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cheggaaa/pb/v3"
+	"github.com/jonboulle/clockwork"
 	"github.com/mattn/go-isatty"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -16,11 +17,11 @@ import (
 
 // defaultProgress shows catch-up as a bar when stderr is a terminal, and as
 // a log line every few seconds otherwise (systemd, Kubernetes, tests).
-func defaultProgress(lg *zap.Logger) func(learner.Progress) {
+func defaultProgress(lg *zap.Logger, clock clockwork.Clock) func(learner.Progress) {
 	if isatty.IsTerminal(os.Stderr.Fd()) {
 		return barProgress()
 	}
-	return logProgress(lg, 2*time.Second)
+	return logProgress(lg, clock, 2*time.Second)
 }
 
 func barProgress() func(learner.Progress) {
@@ -41,13 +42,15 @@ func barProgress() func(learner.Progress) {
 	}
 }
 
-func logProgress(lg *zap.Logger, every time.Duration) func(learner.Progress) {
+// logProgress logs catch-up at most once every interval on clock, and
+// once caught up.
+func logProgress(lg *zap.Logger, clock clockwork.Clock, every time.Duration) func(learner.Progress) {
 	var last time.Time
 	return func(p learner.Progress) {
-		if !p.CaughtUp() && time.Since(last) < every {
+		if !p.CaughtUp() && clock.Since(last) < every {
 			return
 		}
-		last = time.Now()
+		last = clock.Now()
 		pct := 100.0
 		if p.LeaderCommit > 0 {
 			pct = 100 * float64(min(p.Applied, p.LeaderCommit)) / float64(p.LeaderCommit)

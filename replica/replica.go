@@ -122,11 +122,11 @@ func (opts Options) withDefaults(cfg config.Replica) (_ Options, flush func(), e
 	if opts.Registerer == nil {
 		opts.Registerer = prometheus.DefaultRegisterer
 	}
-	if opts.Progress == nil {
-		opts.Progress = defaultProgress(opts.Logger)
-	}
 	if opts.Clock == nil {
 		opts.Clock = clockwork.NewRealClock()
+	}
+	if opts.Progress == nil {
+		opts.Progress = defaultProgress(opts.Logger, opts.Clock)
 	}
 	return opts, flush, nil
 }

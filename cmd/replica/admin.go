@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/conn"
 	"github.com/understudy-kv/understudy/membership"
@@ -58,7 +60,7 @@ func newAdminFlags(a *adminFlags) *flag.FlagSet {
 	return fs
 }
 
-func runAdmin(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) int {
+func runAdmin(ctx context.Context, clock clockwork.Clock, cmd string, args []string, stdout, stderr io.Writer) int {
 	var a adminFlags
 	fs := newAdminFlags(&a)
 	fail := func(code int, format string, v ...any) int {
@@ -89,7 +91,7 @@ func runAdmin(ctx context.Context, cmd string, args []string, stdout, stderr io.
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	sts, err := membership.Status(ctx, cli, hc, a.rule)
+	sts, err := membership.Status(ctx, cli, hc, a.rule, clock)
 	if err != nil {
 		return fail(1, "%v", err)
 	}
@@ -103,7 +105,7 @@ func runAdmin(ctx context.Context, cmd string, args []string, stdout, stderr io.
 			if rec, err := membership.Failover(ctx, cli); err != nil {
 				fmt.Fprintf(stderr, "replica status: %v\n", err)
 			} else {
-				membership.WriteFailover(stdout, rec, time.Now())
+				membership.WriteFailover(stdout, rec, clock.Now())
 			}
 		}
 	case "promote":

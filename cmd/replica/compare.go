@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/mattn/go-isatty"
 
 	"github.com/understudy-kv/understudy/compare"
@@ -39,7 +40,7 @@ PNG and SVG) into --out.
 Flags:
 `
 
-func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runCompare(ctx context.Context, clock clockwork.Clock, args []string, stdout, stderr io.Writer) int {
 	cfg := compare.DefaultConfig()
 	var jsonOut bool
 	var logLevel string
@@ -100,7 +101,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer lg.Sync()
 	// The harness writes only when a process of the local topology fails:
 	// the end of that process's log.
-	opts := compare.Options{Stdout: stdout, JSON: jsonOut, Logger: lg, HarnessLog: stderr}
+	opts := compare.Options{Stdout: stdout, JSON: jsonOut, Logger: lg, HarnessLog: stderr, Clock: clock}
 	if f, ok := stderr.(*os.File); ok && !jsonOut && isatty.IsTerminal(f.Fd()) {
 		opts.Progress = stderr
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/replica"
 	"github.com/understudy-kv/understudy/version"
@@ -55,20 +57,22 @@ Flags:
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, clockwork.NewRealClock(), os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// run runs the command args name; clock is the one clock of whatever it
+// runs.
+func run(ctx context.Context, clock clockwork.Clock, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
 		case "mirror":
-			return runMirror(ctx, args[1:], stdout, stderr)
+			return runMirror(ctx, clock, args[1:], stdout, stderr)
 		case "compare":
-			return runCompare(ctx, args[1:], stdout, stderr)
+			return runCompare(ctx, clock, args[1:], stdout, stderr)
 		case "status", "promote", "leave":
-			return runAdmin(ctx, args[0], args[1:], stdout, stderr)
+			return runAdmin(ctx, clock, args[0], args[1:], stdout, stderr)
 		case "--version", "-version":
 			fmt.Fprint(stdout, version.String())
 			return 0
@@ -89,7 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, key := range config.UnknownEnv(fs) {
 		fmt.Fprintf(stderr, "replica: warning: %s names no flag of replica (ignored; see --help)\n", key)
 	}
-	if err := replica.Run(ctx, cfg, replica.Options{}); err != nil {
+	if err := replica.Run(ctx, cfg, replica.Options{Clock: clock}); err != nil {
 		printProblems(stderr, err)
 		return 1
 	}

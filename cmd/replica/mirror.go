@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cheggaaa/pb/v3"
+	"github.com/jonboulle/clockwork"
 	"github.com/mattn/go-isatty"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -50,7 +51,7 @@ drain is for a switchover (docs/mirror-dr.md): stop the writers first.
 Flags:
 `
 
-func runMirror(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runMirror(ctx context.Context, clock clockwork.Clock, args []string, stdout, stderr io.Writer) int {
 	verify := len(args) > 0 && args[0] == "verify"
 	drain := len(args) > 0 && args[0] == "drain"
 	if verify || drain {
@@ -87,7 +88,7 @@ func runMirror(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	case verify:
 		return runVerify(ctx, cfg, src, dst, stdout, stderr)
 	}
-	return runMirrorLoop(ctx, cfg, src, dst, lg, stderr)
+	return runMirrorLoop(ctx, clock, cfg, src, dst, lg, stderr)
 }
 
 // mirrorClients connects to both sides.
@@ -145,7 +146,7 @@ func runVerify(ctx context.Context, cfg config.Mirror, src, dst *clientv3.Client
 }
 
 // runMirrorLoop runs the mirror until ctx ends, serving its metrics.
-func runMirrorLoop(ctx context.Context, cfg config.Mirror, src, dst *clientv3.Client, lg *zap.Logger, stderr io.Writer) int {
+func runMirrorLoop(ctx context.Context, clock clockwork.Clock, cfg config.Mirror, src, dst *clientv3.Client, lg *zap.Logger, stderr io.Writer) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	defer serveMirrorMetrics(cfg.ListenMetricsURLs, reg, lg)()
@@ -154,7 +155,7 @@ func runMirrorLoop(ctx context.Context, cfg config.Mirror, src, dst *clientv3.Cl
 		Rev: cfg.Rev, Name: cfg.Name, MaxTxnOps: cfg.MaxTxnOps, MaxRequestBytes: cfg.MaxRequestBytes, PageSize: cfg.PageSize,
 		NoLeases: cfg.NoLeases, ProgressInterval: cfg.ProgressInterval, CycleCheckInterval: cfg.CycleCheckInterval, Policy: policy(cfg), ResetPolicy: cfg.ResetPolicy, Resync: cfg.Resync, Failback: cfg.Failback,
 		RequestTimeout: cfg.CommandTimeout, StallAfter: cfg.StallTimeout,
-		Progress: syncProgress(lg), Logger: lg, Registerer: reg,
+		Clock: clock, Progress: syncProgress(lg, clock), Logger: lg, Registerer: reg,
 	})
 	if err != nil {
 		printProblems(stderr, err)
@@ -231,8 +232,9 @@ func dialSide(cfg clientv3.Config, s config.MirrorSide, side string, lg *zap.Log
 	return cli, nil
 }
 
-// syncProgress shows a full sync as a bar on a terminal, log lines else.
-func syncProgress(lg *zap.Logger) func(copied, total int64) {
+// syncProgress shows a full sync as a bar on a terminal, log lines (at
+// most one every 2s by clock) else.
+func syncProgress(lg *zap.Logger, clock clockwork.Clock) func(copied, total int64) {
 	if isatty.IsTerminal(os.Stderr.Fd()) {
 		var (
 			once sync.Once
@@ -251,10 +253,10 @@ func syncProgress(lg *zap.Logger) func(copied, total int64) {
 	}
 	var last time.Time
 	return func(copied, total int64) {
-		if copied < total && time.Since(last) < 2*time.Second {
+		if copied < total && clock.Since(last) < 2*time.Second {
 			return
 		}
-		last = time.Now()
+		last = clock.Now()
 		lg.Info("syncing", zap.Int64("copied", copied), zap.Int64("keys", total))
 	}
 }

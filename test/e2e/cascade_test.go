@@ -153,3 +153,94 @@ func TestCascadedReplicaBadInput(t *testing.T) {
 		})
 	}
 }
+
+// 100 watchers on a cascaded replica fed by two learner replicas, while
+// the upstream it follows is killed: every watcher sees exactly the events
+// a watcher on the leader sees, in order, none lost or repeated, and the
+// replica resumes from the other upstream within 2 s of the kill.
+func TestCascadedReplicaWatchersThroughAnUpstreamKill(t *testing.T) {
+	bins := harness.Binaries(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
+	voters := client(t, c.Endpoints()...)
+	r1 := startReplica(t, bins, c, "r1", replicaOpts{})
+	r2 := startReplica(t, bins, c, "r2", replicaOpts{})
+	cr := cascaded(t, c, "c1", []string{r1.ClientURL, r2.ClientURL})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start, err := voters.Get(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := start.Header.Revision + 1
+
+	type seen struct {
+		revs []int64
+		at   []time.Time
+	}
+	collect := func(cli *clientv3.Client, n int) []*seen {
+		out := make([]*seen, n)
+		for i := range out {
+			s := &seen{}
+			out[i] = s
+			ch := cli.Watch(ctx, "w/", clientv3.WithPrefix(), clientv3.WithRev(from))
+			go func() {
+				for resp := range ch {
+					for _, ev := range resp.Events {
+						s.revs = append(s.revs, ev.Kv.ModRevision)
+						s.at = append(s.at, time.Now())
+					}
+				}
+			}()
+		}
+		return out
+	}
+	leader := collect(voters, 1)[0]
+	var watchers []*seen
+	for range 4 {
+		watchers = append(watchers, collect(client(t, cr.ClientURL), 25)...)
+	}
+
+	const n = 400
+	var killedAt time.Time
+	var killRev int64
+	for i := range n {
+		resp, err := voters.Put(ctx, fmt.Sprintf("w/%03d", i), "v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == n/4 {
+			killedAt, killRev = time.Now(), resp.Header.Revision
+			r1.Kill()
+		}
+		time.Sleep(10 * time.Millisecond) // a writer's pace, not a synchronisation
+	}
+	harness.WaitFor(t, time.Minute, "every watcher has every event", func() (bool, error) {
+		for _, w := range append(watchers, leader) {
+			if len(w.revs) < n {
+				return false, fmt.Errorf("a watcher has %d of %d", len(w.revs), n)
+			}
+		}
+		return true, nil
+	})
+	cancel()
+	for i, w := range watchers {
+		if fmt.Sprint(w.revs) != fmt.Sprint(leader.revs) {
+			t.Fatalf("watcher %d on the cascaded replica saw other events than the leader's watcher:\n%v\n%v", i, w.revs, leader.revs)
+		}
+	}
+	// The first event written after the kill, at the cascaded replica.
+	var resumed time.Duration
+	for i, rev := range watchers[0].revs {
+		if rev > killRev {
+			resumed = watchers[0].at[i].Sub(killedAt)
+			break
+		}
+	}
+	t.Logf("the first event after the kill reached the cascaded replica's watchers %v after it", resumed.Round(time.Millisecond))
+	if resumed > 2*time.Second {
+		t.Errorf("the cascaded replica resumed from the other upstream %v after the kill, want within 2 s", resumed)
+	}
+	if n := metric(t, cr.ClientURL, "understudy_cascade_upstream_switches_total"); n < 1 {
+		t.Errorf("no upstream switch counted")
+	}
+}
