@@ -46,9 +46,50 @@ type Member struct {
 	// RoleState is what a standby's or voter-role replica's role loop is
 	// doing, and why ("waiting: hold 3.1s of 5s", "blocked: ...").
 	RoleState string `json:"role_state,omitempty"`
+	// Cascaded marks a cascaded replica (no member: --cascaded), with
+	// its chain of upstreams (itself first), the source revision it holds
+	// and how many it is behind the leader's.
+	Cascaded     bool   `json:"cascaded,omitempty"`
+	Upstreams    string `json:"upstream_chain,omitempty"`
+	Revision     int64  `json:"revision,omitempty"`
+	LagRevisions int64  `json:"lag_revisions,omitempty"`
 
 	id      uint64
 	contact time.Time
+}
+
+// Cascaded asks each cascaded replica at urls, as a probe, for its Status,
+// and says how far behind leader (a row of Status; nil if unknown) it is.
+func Cascaded(ctx context.Context, cli *clientv3.Client, urls []string, leader *Member, clock clockwork.Clock) []*Member {
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
+	var out []*Member
+	for _, u := range urls {
+		s := &Member{Name: "(cascaded)", ClientURL: u, Cascaded: true, IsLearner: true}
+		out = append(out, s)
+		if err := memberStatus(ctx, cli, s, clock.Now()); err != nil {
+			s.Error = err.Error()
+			continue
+		}
+		if chain := strings.Split(s.Upstreams, ","); len(chain) > 0 {
+			s.ID = chain[0]
+		}
+		if leader != nil && leader.Revision > s.Revision {
+			s.LagRevisions = leader.Revision - s.Revision
+		}
+	}
+	return out
+}
+
+// Leader is the leader's row among sts, or nil.
+func Leader(sts []*Member) *Member {
+	for _, s := range sts {
+		if s.IsLeader {
+			return s
+		}
+	}
+	return nil
 }
 
 // MemberID is the member's ID.
@@ -138,6 +179,10 @@ func memberStatus(ctx context.Context, cli *clientv3.Client, s *Member, now time
 		return err
 	}
 	s.Reachable, s.RaftTerm, s.RaftIndex, s.Applied = true, st.RaftTerm, st.RaftIndex, st.RaftAppliedIndex
+	s.Revision = st.Header.Revision
+	if v := hdr.Get(wire.UpstreamChainKey); len(v) > 0 && s.Cascaded {
+		s.Upstreams = v[0]
+	}
 	s.Leader = fmt.Sprintf("%x", st.Leader)
 	if v := hdr.Get(wire.FreshnessAgeKey); len(v) > 0 {
 		if age, err := time.ParseDuration(v[0]); err == nil {
@@ -155,7 +200,7 @@ func memberStatus(ctx context.Context, cli *clientv3.Client, s *Member, now time
 	if v := hdr.Get(wire.RoleStateKey); len(v) > 0 {
 		s.RoleState = v[0]
 	}
-	s.IsLeader = st.Leader == s.id
+	s.IsLeader = !s.Cascaded && st.Leader == s.id
 	return nil
 }
 
@@ -175,8 +220,16 @@ func WriteTable(w io.Writer, sts []*Member) {
 		if s.Promotable != nil {
 			promotable = strconv.FormatBool(*s.Promotable)
 		}
+		if s.Cascaded {
+			role = "cascaded"
+		}
 		if !s.Reachable {
 			table.Append(s.Name, s.ID, role, "", "", "", "", "", s.LeaderProgress, "unreachable: "+s.Error, "")
+			continue
+		}
+		if s.Cascaded {
+			table.Append(s.Name, s.ID, role, s.Leader, "rev "+strconv.FormatInt(s.Revision, 10), "",
+				strconv.FormatInt(s.LagRevisions, 10)+" revs", s.Freshness, "from "+s.Upstreams, "", "")
 			continue
 		}
 		table.Append(s.Name, s.ID, role, s.Leader, strconv.FormatUint(s.Applied, 10), strconv.FormatUint(s.RaftIndex, 10),

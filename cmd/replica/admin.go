@@ -21,10 +21,11 @@ import (
 const adminUsage = `replica status | promote | leave: the cluster's members and replicas.
 
 Usage:
-  replica status  --endpoints URL[,URL…] [-w table|json]
+  replica status  --endpoints URL[,URL…] [--cascaded URL[,URL…]] [-w table|json]
       every member and replica: role, learner or voter, applied and commit
       index, lag in entries, freshness (replicas), leader, and whether
-      understudy would promote it now
+      understudy would promote it now; and cascaded replicas (no members):
+      their chain of upstreams, revision and lag in revisions
   replica promote --endpoints URL[,URL…] NAME|ID [--force]
       promote a learner if it is live and within --promote-max-lag entries
       of the leader's commit; --force leaves the check to etcd (a learner's
@@ -36,10 +37,11 @@ Flags:
 `
 
 type adminFlags struct {
-	conn  conn.Flags
-	write string
-	force bool
-	rule  promotion.Config
+	conn     conn.Flags
+	cascaded []string
+	write    string
+	force    bool
+	rule     promotion.Config
 }
 
 func newAdminFlags(a *adminFlags) *flag.FlagSet {
@@ -49,6 +51,10 @@ func newAdminFlags(a *adminFlags) *flag.FlagSet {
 	a.conn.Endpoints = []string{"http://127.0.0.1:2379"}
 	fs.Func("endpoints", "Client URLs of the cluster, comma-separated (default http://127.0.0.1:2379).", func(s string) error {
 		a.conn.Endpoints = strings.Split(s, ",")
+		return nil
+	})
+	fs.Func("cascaded", "status: client URLs of cascaded replicas to show too (they are no members), comma-separated.", func(s string) error {
+		a.cascaded = strings.Split(s, ",")
 		return nil
 	})
 	fs.StringVar(&a.write, "w", "table", "Output format of status: table or json.")
@@ -97,6 +103,7 @@ func runAdmin(ctx context.Context, clock clockwork.Clock, cmd string, args []str
 	}
 	switch cmd {
 	case "status":
+		sts = append(sts, membership.Cascaded(ctx, cli, a.cascaded, membership.Leader(sts), clock)...)
 		if a.write == "json" {
 			b, _ := json.MarshalIndent(sts, "", "  ")
 			fmt.Fprintln(stdout, string(b))

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +75,39 @@ func TestCascadedReplicaServes(t *testing.T) {
 	old, err := cc.Get(ctx, "k3")
 	if err != nil || len(old.Kvs) != 1 || string(old.Kvs[0].Value) != "before" {
 		t.Fatalf("a key from the bootstrap snapshot: %v (%v)", old.Kvs, err)
+	}
+
+	// replica status shows it, fed by r1, caught up; endpoint status
+	// answers with the source cluster's ID, as a non-voter.
+	out, err := exec.CommandContext(ctx, bins.Replica, "status", "-w", "json", "--endpoints", c.Endpoints()[0], "--cascaded", cr.ClientURL).Output()
+	if err != nil {
+		t.Fatalf("replica status --cascaded: %v", err)
+	}
+	var rows []struct {
+		Cascaded  bool   `json:"cascaded"`
+		Upstreams string `json:"upstream_chain"`
+		Revision  int64  `json:"revision"`
+	}
+	if err := json.Unmarshal(out, &rows); err != nil {
+		t.Fatal(err)
+	}
+	r1ID, _ := memberID(t, voters, r.ClientURL)
+	found := false
+	for _, row := range rows {
+		if row.Cascaded {
+			found = true
+			if !strings.Contains(row.Upstreams, fmt.Sprintf("%x", r1ID)) || row.Revision < own.Header.Revision {
+				t.Errorf("replica status: cascaded row %+v; want its chain through r1 (%x) and revision ≥ %d", row, r1ID, own.Header.Revision)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("replica status --cascaded shows no cascaded row:\n%s", out)
+	}
+	st, err := cc.Status(ctx, cr.ClientURL)
+	vst, verr := voters.Status(ctx, c.Endpoints()[0])
+	if err != nil || verr != nil || st.Header.ClusterId != vst.Header.ClusterId || !st.IsLearner || st.Leader != vst.Leader {
+		t.Errorf("endpoint status of the cascaded replica: %+v (%v); want the source's cluster ID %x and leader %x, as a non-voter", st, err, vst.Header.ClusterId, vst.Leader)
 	}
 }
 
