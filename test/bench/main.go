@@ -50,6 +50,7 @@ func scenarios(quick bool, out, consistency string) []scenarioSpec {
 		{"regions", []string{regionsID}, func(p params) ([]Row, error) { return regionsScenario(p, quick, regionsPlotDir(docs, quick)) }},
 		{"regions-ready", []string{regionsSoakID}, func(p params) ([]Row, error) { return regionsSoakScenario(p, quick) }},
 		{"scale", []string{scaleID}, func(p params) ([]Row, error) { return scaleScenario(p, scalePlotDir(docs)) }},
+		{"fanout", []string{fanoutID}, fanoutScenario},
 	}
 }
 

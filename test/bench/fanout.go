@@ -1,0 +1,138 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/understudy-kv/understudy/test/harness"
+)
+
+// fanoutID is the fanout scenario's Row.Scenario.
+const fanoutID = "fanout"
+
+// fanoutEs are the numbers of cascaded replicas measured.
+var fanoutEs = []int{0, 4, 8, 16}
+
+// Kinds of the fanout scenario's rows; a row is named fanoutName(e, kind).
+const (
+	fanoutIdleU   = "leader idle, 3 primaries + 2 replicas + E cascaded replicas"
+	fanoutIdleS   = "leader idle, 3 etcd voters + 2+E stock learners"
+	fanoutPutsU   = "puts at the leader, 3 primaries + 2 replicas + E cascaded replicas"
+	fanoutPutsS   = "puts at the leader, 3 etcd voters + 2+E stock learners"
+	fanoutReads   = "strong reads over the E cascaded replicas"
+	fanoutPartner = "linearizable reads over 2 stock etcd followers, beside the cascaded replicas'"
+	fanoutRSS     = "RSS, cascaded replicas"
+)
+
+func fanoutName(e int, kind string) string { return fmt.Sprintf("E=%d: %s", e, kind) }
+
+// fanoutRig is the fanout scenario's clusters: u, 3 primaries, 2 learner
+// replicas and the cascaded replicas fed by them (half by each, the other
+// as their second upstream); s, 3 stock etcd voters and 2 + E stock
+// learners; f, 3 stock etcd voters whose 2 followers serve the partner
+// reads. The three leaders share CPU 0, everything else the other CPUs.
+type fanoutRig struct {
+	scale    *scaleRig // its clusters, leaders, put clients and followers
+	replicas []*harness.Replica
+	cascaded []*harness.Replica
+	cclients []*clientv3.Client
+}
+
+// fanoutScenario measures what cascaded replicas cost the leader (issue
+// 38): at E = 0, 4, 8, 16 cascaded replicas beside 2 learner replicas,
+// next to a cluster with 2 + E stock learners, the leader idle and per put
+// at a fixed rate; strong reads at a fixed rate over the cascaded replicas
+// next to the same rate over 2 stock followers; the cascaded replicas'
+// RSS. Arms alternate window by window, as in the scale scenario.
+func fanoutScenario(p params) ([]Row, error) {
+	var rows []Row
+	err := scenario("fanout", func(r *runner) {
+		g := &fanoutRig{scale: startScaleRig(r, p)}
+		defer g.scale.pin(r)()
+		g.grow(r, 0)
+		for _, e := range fanoutEs {
+			g.grow(r, e)
+			rows = append(rows, g.step(r, e)...)
+		}
+	})
+	return rows, err
+}
+
+// grow starts the 2 learner replicas (once) and cascaded replicas until
+// there are e, and stock learners until s has 2 + e.
+func (g *fanoutRig) grow(r *runner, e int) {
+	s := g.scale
+	for i := len(g.replicas); i < 2; i++ {
+		g.replicas = append(g.replicas, harness.StartReplica(r, s.u, harness.ReplicaConfig{Name: fmt.Sprintf("r%d", i+1), Extra: s.p.replicaArgs}))
+	}
+	for i := len(g.cascaded); i < e; i++ {
+		a, b := g.replicas[i%2].ClientURL, g.replicas[1-i%2].ClientURL
+		c := harness.StartReplica(r, s.u, harness.ReplicaConfig{Name: fmt.Sprintf("c%d", i+1), Upstream: []string{a, b}, Extra: s.p.replicaArgs})
+		g.cascaded = append(g.cascaded, c)
+		g.cclients = append(g.cclients, clients(r, c.ClientURL, 1)...)
+	}
+	for i := len(s.learners); i < 2+e; i++ {
+		_, proc, _ := harness.StartStockLearner(r, s.s, fmt.Sprintf("l%d", i+1), false)
+		s.learners = append(s.learners, proc)
+	}
+	<-time.After(s.p.dur / 2) // let the joins' traffic settle, as idle.go does
+}
+
+// step measures every arm at e cascaded replicas.
+func (g *fanoutRig) step(r *runner, e int) []Row {
+	s := g.scale
+	idleU, idleS := newScaleArm(e, fanoutIdleU, metricLeaderPct), newScaleArm(e, fanoutIdleS, metricLeaderPct)
+	putU, putS := newScaleArm(e, fanoutPutsU, "leader CPU/10k"), newScaleArm(e, fanoutPutsS, "leader CPU/10k")
+	arms := []*scaleArm{idleU, idleS, putU, putS}
+	quiet := append(g.urls(g.replicas), g.urls(g.cascaded)...)
+	s.alternate([]func(){
+		func() { s.idleWindow(r, idleU, idleS, quiet) },
+		func() { s.writeWindow(putU, s.uPut, s.uLeader) },
+		func() { s.writeWindow(putS, s.sPut, s.sLeader) },
+	})
+	if e > 0 {
+		reads, partner := newScaleArm(e, fanoutReads, "leader CPU/10k"), newScaleArm(e, fanoutPartner, "leader CPU/10k")
+		s.alternate([]func(){
+			// The leader pays for the learner replicas' rounds, which the
+			// cascaded replicas' rounds become.
+			func() { s.readWindow(r, reads, g.cclients[:e], s.uLeader, g.urls(g.replicas)) },
+			func() { s.readWindow(r, partner, s.followers, s.fLeader, nil) },
+		})
+		rss := newScaleArm(e, fanoutRSS, metricRSS)
+		for _, c := range g.cascaded[:e] {
+			rss.windows = append(rss.windows, rssMiB(c.PID()))
+		}
+		arms = append(arms, reads, partner, rss)
+	}
+	var rows []Row
+	for _, a := range arms {
+		row := a.row(s.p)
+		row.Scenario, row.Name = fanoutID, fanoutName(e, a.kind)
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func (g *fanoutRig) urls(rs []*harness.Replica) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.ClientURL)
+	}
+	return out
+}
+
+// fanoutComparisons are the report's ratios of the fanout rows.
+func fanoutComparisons() []comparison {
+	last := fanoutEs[len(fanoutEs)-1]
+	e := strconv.Itoa(last)
+	return []comparison{
+		{"leader CPU per put with " + e + " cascaded replicas vs none (2 learner replicas in both)", fanoutName(last, fanoutPutsU), fanoutName(0, fanoutPutsU), "leader CPU/10k", "≤ 1.1", ""},
+		{"leader CPU per put with 2+" + e + " stock learners vs 2", fanoutName(last, fanoutPutsS), fanoutName(0, fanoutPutsS), "leader CPU/10k", "", ""},
+		{"leader CPU idle with " + e + " cascaded replicas vs none", fanoutName(last, fanoutIdleU), fanoutName(0, fanoutIdleU), metricLeaderPct, "≤ 1.1", ""},
+		{"leader CPU idle with 2+" + e + " stock learners vs 2", fanoutName(last, fanoutIdleS), fanoutName(0, fanoutIdleS), metricLeaderPct, "", ""},
+		{"leader CPU per strong read over " + e + " cascaded replicas vs the same rate over 2 stock followers", fanoutName(last, fanoutReads), fanoutName(last, fanoutPartner), "leader CPU/10k", "≤ 1.0", ""},
+	}
+}
