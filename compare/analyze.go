@@ -140,7 +140,11 @@ func Analyze(cfg Config, h *History, faultFrom, faultTo time.Duration) *Analysis
 	for _, r := range h.Reads {
 		byPath[r.Path] = append(byPath[r.Path], r)
 	}
-	for _, p := range Paths {
+	paths := h.Paths
+	if paths == nil {
+		paths = Paths
+	}
+	for _, p := range paths {
 		reads := byPath[p]
 		pr := PathReport{Path: p, Linearizable: linearizable(h, p, cfg.CheckTimeout)}
 		stale := make([]staleRead, len(reads))
@@ -187,7 +191,10 @@ func Analyze(cfg Config, h *History, faultFrom, faultTo time.Duration) *Analysis
 		}
 		a.Paths = append(a.Paths, pr)
 	}
-	for _, name := range []string{"replica", "mirror"} {
+	for _, name := range []string{"replica", "cascaded", "mirror"} {
+		if _, ok := h.Watches[name]; !ok && name == "cascaded" {
+			continue // no cascaded replica in this run
+		}
 		wc := checkWatch(h, h.Watches[name])
 		wc.Watcher, wc.Err = name, h.WatchErrs[name]
 		a.Watches = append(a.Watches, wc)

@@ -41,11 +41,23 @@ const (
 	PathReplicaStrong  Path = "replica-strong"  // etcd's default read, on the replica
 	PathReplicaWeak    Path = "replica-weak"    // serializable, on the replica
 	PathReplicaBounded Path = "replica-bounded" // serializable with understudy-max-staleness
+	PathCascadedStrong Path = "cascaded-strong" // etcd's default read, on a cascaded replica fed by the replica
+	PathCascadedWeak   Path = "cascaded-weak"   // serializable, on the cascaded replica
 	PathMirror         Path = "mirror"          // serializable, on the mirror's destination
 )
 
-// Paths lists every read path, in report order.
-var Paths = []Path{PathLeader, PathReplicaStrong, PathReplicaWeak, PathReplicaBounded, PathMirror}
+// Paths lists every read path, in report order. A run against existing
+// clusters reads the cascaded paths only when it is given one (--cascaded).
+var Paths = []Path{PathLeader, PathReplicaStrong, PathReplicaWeak, PathReplicaBounded, PathCascadedStrong, PathCascadedWeak, PathMirror}
+
+// Cascaded reports the paths through a cascaded replica.
+func (p Path) Cascaded() bool { return p == PathCascadedStrong || p == PathCascadedWeak }
+
+// Replica reports the paths through a replica, learner or cascaded: those
+// whose answers carry a staleness bound.
+func (p Path) Replica() bool {
+	return p == PathReplicaStrong || p == PathReplicaWeak || p == PathReplicaBounded || p.Cascaded()
+}
 
 // Endpoints names the clusters to measure and how to reach them.
 type Endpoints struct {
@@ -57,6 +69,9 @@ type Endpoints struct {
 	// MirrorDest are the client URLs of the cluster a mirror copies
 	// Prefix into, under the same names.
 	MirrorDest []string
+	// Cascaded, if set, is a cascaded replica's client URL (fed by the
+	// replica, or by any replica of the cluster): the cascaded paths.
+	Cascaded []string
 	// Credentials reach all three (etcdctl's --cacert, --cert, --key,
 	// --insecure-skip-tls-verify, --user, --password).
 	conn.Credentials
@@ -147,15 +162,15 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	e := c.Endpoints
 	switch {
-	case c.Local && (len(e.Primary) > 0 || len(e.Replica) > 0 || len(e.MirrorDest) > 0):
-		bad("--local starts its own topology: drop --primary, --replica and --mirror-dest")
+	case c.Local && (len(e.Primary) > 0 || len(e.Replica) > 0 || len(e.MirrorDest) > 0 || len(e.Cascaded) > 0):
+		bad("--local starts its own topology: drop --primary, --replica, --cascaded and --mirror-dest")
 	case !c.Local && (len(e.Primary) == 0 || len(e.Replica) == 0 || len(e.MirrorDest) == 0):
 		errs = append(errs, ErrNoTargets)
 	}
 	for _, l := range []struct {
 		flag string
 		urls []string
-	}{{"primary", e.Primary}, {"replica", e.Replica}, {"mirror-dest", e.MirrorDest}} {
+	}{{"primary", e.Primary}, {"replica", e.Replica}, {"mirror-dest", e.MirrorDest}, {"cascaded", e.Cascaded}} {
 		for _, u := range l.urls {
 			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 				bad("--%s %q: want URLs such as http://127.0.0.1:2379, comma-separated", l.flag, u)

@@ -64,9 +64,11 @@ type History struct {
 	// key (sequence numbers 1 to Prefill).
 	Prefill int64
 	Writes  []Write // in sequence order
-	Reads   []Read
+	// Paths are the paths read (nil: every one of Paths).
+	Paths []Path
+	Reads []Read
 	// Watches holds the events each watcher saw, by watcher name
-	// ("replica", "mirror").
+	// ("replica", "cascaded" if there is one, "mirror").
 	Watches map[string][]Event
 	// WatchErrs holds errors that ended a watcher, by name.
 	WatchErrs map[string]string

@@ -27,9 +27,11 @@ type Local struct {
 	t       loopback.TB
 	Cluster *loopback.Cluster
 	Replica *loopback.Replica
-	Dest    *loopback.Cluster
-	Mirror  *loopback.Proc
-	clients Clients
+	// Cascaded is a cascaded replica fed by Replica.
+	Cascaded *loopback.Replica
+	Dest     *loopback.Cluster
+	Mirror   *loopback.Proc
+	clients  Clients
 }
 
 // StartLocal starts the topology of bins through t (a *testing.T, or a
@@ -41,12 +43,13 @@ func StartLocal(t loopback.TB, bins *loopback.Bins, prefix string) *Local {
 	l := &Local{t: t}
 	l.Cluster = loopback.StartCluster(t, loopback.ClusterConfig{Bins: bins, N: 3, PeerProxies: true})
 	l.Replica = loopback.StartReplica(t, l.Cluster, loopback.ReplicaConfig{Name: "replica", PeerProxy: true})
+	l.Cascaded = loopback.StartReplica(t, l.Cluster, loopback.ReplicaConfig{Name: "cascaded", Upstream: []string{l.Replica.ClientURL}})
 	l.Dest = loopback.StartCluster(t, loopback.ClusterConfig{Bins: bins, N: 1})
 	l.Mirror = loopback.Start(t, loopback.ProcConfig{Name: "mirror", Bin: l.Cluster.Bins.Replica, Args: []string{
 		"mirror", "--source-endpoints", strings.Join(l.Cluster.Endpoints(), ","), "--dest-endpoints", l.Dest.Endpoints()[0],
 		"--prefix", prefix, "--name", "compare", "--log-level", "warn",
 	}})
-	l.clients = Clients{Primary: l.Cluster.Client(t), Replica: localClient(t, l.Replica.ClientURL), Mirror: l.Dest.Client(t)}
+	l.clients = Clients{Primary: l.Cluster.Client(t), Replica: localClient(t, l.Replica.ClientURL), Cascaded: localClient(t, l.Cascaded.ClientURL), Mirror: l.Dest.Client(t)}
 	return l
 }
 

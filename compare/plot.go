@@ -33,6 +33,8 @@ var pathColors = map[Path]color.RGBA{
 	PathReplicaStrong:  {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 	PathReplicaWeak:    {R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
 	PathReplicaBounded: {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	PathCascadedStrong: {R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
+	PathCascadedWeak:   {R: 0xbc, G: 0xbd, B: 0x22, A: 0xff},
 	PathMirror:         {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 }
 
@@ -105,13 +107,14 @@ func (a *Analysis) cdfPlot() (figure, vg.Length, error) {
 	p.X.Label.Text = fmt.Sprintf("staleness (ms, log scale; a read that missed nothing is drawn at %g)", cdfFloor)
 	p.Y.Label.Text = "fraction of reads at most this stale"
 	p.Y.Min, p.Y.Max = 0, 1.02
-	xmax := a.maxStaleness(Paths...) * 1.2
+	paths := a.paths()
+	xmax := a.maxStaleness(paths...) * 1.2
 	p.X.Min, p.X.Max = cdfFloor, xmax
 	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 	p.Legend.Top, p.Legend.Left = false, false
 	p.Legend.YOffs = vg.Centimeter
 	p.Add(plotter.NewGrid())
-	for i, path := range Paths {
+	for i, path := range paths {
 		vs := make([]float64, 0, len(a.Samples[path]))
 		for _, s := range a.Samples[path] {
 			vs = append(vs, max(s.StalenessMS, cdfFloor))
@@ -144,7 +147,7 @@ func (a *Analysis) cdfPlot() (figure, vg.Length, error) {
 		l.Color = pathColors[path]
 		// Paths that never lag draw on top of each other: each is
 		// narrower than the one before, so all show, nested.
-		l.Width = vg.Points(1.2 + 2.5*float64(len(Paths)-1-i))
+		l.Width = vg.Points(1.2 + 2.5*float64(len(paths)-1-i))
 		p.Add(l)
 		p.Legend.Add(string(path), l)
 	}
@@ -153,7 +156,8 @@ func (a *Analysis) cdfPlot() (figure, vg.Length, error) {
 
 func (a *Analysis) timePlot() (figure, vg.Length, error) {
 	var fig figure
-	for i, path := range Paths {
+	paths := a.paths()
+	for i, path := range paths {
 		p := plot.New()
 		p.Title.Text = string(path)
 		p.Title.TextStyle.Font.Size = vg.Points(10)
@@ -161,7 +165,7 @@ func (a *Analysis) timePlot() (figure, vg.Length, error) {
 		if i == 0 {
 			p.Title.Text = fmt.Sprintf("Staleness over time (ms; the stalest successful read in each %v)\n%s", timeBucket, path)
 		}
-		if i == len(Paths)-1 {
+		if i == len(paths)-1 {
 			p.X.Label.Text = "seconds since the start of the workload"
 		}
 		ymax := a.maxStaleness(path) * 1.1
@@ -212,5 +216,14 @@ func (a *Analysis) timePlot() (figure, vg.Length, error) {
 		}
 		fig = append(fig, []*plot.Plot{p})
 	}
-	return fig, vg.Length(len(Paths)) * 4 * vg.Centimeter, nil
+	return fig, vg.Length(len(paths)) * 4 * vg.Centimeter, nil
+}
+
+// paths are the paths the analysis has reports of, in report order.
+func (a *Analysis) paths() []Path {
+	out := make([]Path, len(a.Paths))
+	for i, p := range a.Paths {
+		out[i] = p.Path
+	}
+	return out
 }

@@ -106,7 +106,11 @@ func runRemote(ctx context.Context, cfg Config, opts Options) (*Analysis, error)
 		flag string
 		urls []string
 		dst  **clientv3.Client
-	}{{"primary", cfg.Endpoints.Primary, &cl.Primary}, {"replica", cfg.Endpoints.Replica, &cl.Replica}, {"mirror-dest", cfg.Endpoints.MirrorDest, &cl.Mirror}} {
+	}{{"primary", cfg.Endpoints.Primary, &cl.Primary}, {"replica", cfg.Endpoints.Replica, &cl.Replica}, {"mirror-dest", cfg.Endpoints.MirrorDest, &cl.Mirror},
+		{"cascaded", cfg.Endpoints.Cascaded, &cl.Cascaded}} {
+		if len(side.urls) == 0 {
+			continue // --cascaded is optional
+		}
 		cli, err := dial(cfg.Endpoints, side.urls, opts.Logger)
 		if err != nil {
 			return nil, fmt.Errorf("compare: --%s: %w", side.flag, err)

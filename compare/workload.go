@@ -20,9 +20,21 @@ import (
 )
 
 // Clients reach the three clusters. Primary reaches the voters, Replica the
-// replica, Mirror the mirror's destination.
+// replica, Cascaded a cascaded replica (nil: none, and no cascaded paths),
+// Mirror the mirror's destination.
 type Clients struct {
-	Primary, Replica, Mirror *clientv3.Client
+	Primary, Replica, Cascaded, Mirror *clientv3.Client
+}
+
+// paths are the read paths cl can read.
+func (cl Clients) paths() []Path {
+	var out []Path
+	for _, p := range Paths {
+		if !p.Cascaded() || cl.Cascaded != nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // probeInterval paces each path's read-your-writes probes.
@@ -114,6 +126,10 @@ func (w *workload) reader(p Path) (*clientv3.Client, []clientv3.OpOption, func(c
 		return w.cl.Replica, nil, plain
 	case PathReplicaWeak:
 		return w.cl.Replica, []clientv3.OpOption{clientv3.WithSerializable()}, plain
+	case PathCascadedStrong:
+		return w.cl.Cascaded, nil, plain
+	case PathCascadedWeak:
+		return w.cl.Cascaded, []clientv3.OpOption{clientv3.WithSerializable()}, plain
 	case PathReplicaBounded:
 		bound := w.cfg.Bound.String()
 		return w.cl.Replica, []clientv3.OpOption{clientv3.WithSerializable()}, func(ctx context.Context) context.Context {
@@ -125,11 +141,13 @@ func (w *workload) reader(p Path) (*clientv3.Client, []clientv3.OpOption, func(c
 }
 
 // writer returns the client a read-your-writes probe of path p writes
-// through: the replica for its paths (it forwards writes), the primary
-// otherwise (a mirror's copy is not for writing).
+// through: the replica (or the cascaded replica) for its paths (it forwards
+// writes), the primary otherwise (a mirror's copy is not for writing).
 func (w *workload) writer(p Path) *clientv3.Client {
-	switch p {
-	case PathReplicaStrong, PathReplicaWeak, PathReplicaBounded:
+	switch {
+	case p.Cascaded():
+		return w.cl.Cascaded
+	case p.Replica():
 		return w.cl.Replica
 	default:
 		return w.cl.Primary
@@ -299,7 +317,11 @@ func (w *workload) run(ctx context.Context, started chan<- time.Time) (*History,
 	wctx, stopWatches := context.WithCancel(ctx)
 	defer stopWatches()
 	watchers := map[string]*watcher{}
-	for name, cli := range map[string]*clientv3.Client{"replica": w.cl.Replica, "mirror": w.cl.Mirror} {
+	watched := map[string]*clientv3.Client{"replica": w.cl.Replica, "mirror": w.cl.Mirror}
+	if w.cl.Cascaded != nil {
+		watched["cascaded"] = w.cl.Cascaded
+	}
+	for name, cli := range watched {
 		wt, err := w.watch(wctx, cli, name)
 		if err != nil {
 			return nil, err
@@ -322,7 +344,8 @@ func (w *workload) run(ctx context.Context, started chan<- time.Time) (*History,
 		writes = ws
 		mu.Unlock()
 	})
-	for _, p := range Paths {
+	h.Paths = w.cl.paths()
+	for _, p := range h.Paths {
 		for id := range w.cfg.Readers {
 			wg.Go(func() {
 				rs := w.read(runCtx, p, id)

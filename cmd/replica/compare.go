@@ -54,6 +54,7 @@ func runCompare(ctx context.Context, clock clockwork.Clock, args []string, stdou
 	fs.Func("primary", "Voters' client URLs, comma-separated: the writer and the leader path.", urls(&e.Primary))
 	fs.Func("replica", "The replica's client URL.", urls(&e.Replica))
 	fs.Func("mirror-dest", "Client URLs of the cluster a mirror copies --prefix into.", urls(&e.MirrorDest))
+	fs.Func("cascaded", "A cascaded replica's client URL (optional): the cascaded-strong and cascaded-weak paths.", urls(&e.Cascaded))
 	e.Credentials.Register(fs, "", "the members'")
 	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "Key prefix compare owns: must be empty; deleted when done.")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "How long the workload runs, fault included.")

@@ -25,6 +25,7 @@ func TestCompareExistingEndpoints(t *testing.T) {
 	bins.RequireReplica(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	rep := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "replica"})
+	casc := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "cascaded", Upstream: []string{rep.ClientURL}})
 	dst := harness.StartCluster(t, harness.ClusterConfig{N: 1, Token: "dest"})
 	harness.Start(t, harness.ProcConfig{Name: "mirror", Bin: bins.Replica, Args: []string{
 		"mirror", "--source-endpoints", strings.Join(c.Endpoints(), ","), "--dest-endpoints", dst.Endpoints()[0],
@@ -42,7 +43,7 @@ func TestCompareExistingEndpoints(t *testing.T) {
 	run := func(prefix string, extra ...string) (int, string) {
 		t.Helper()
 		args := append([]string{"compare", "--primary", strings.Join(c.Endpoints(), ","), "--replica", rep.ClientURL,
-			"--mirror-dest", dst.Endpoints()[0], "--prefix", prefix}, extra...)
+			"--cascaded", casc.ClientURL, "--mirror-dest", dst.Endpoints()[0], "--prefix", prefix}, extra...)
 		p := harness.Start(t, harness.ProcConfig{Name: "compare" + strings.ReplaceAll(prefix, "/", "-"), Bin: bins.Replica, Args: args})
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 		defer cancel()
@@ -83,7 +84,7 @@ func TestCompareExistingEndpoints(t *testing.T) {
 			t.Errorf("%s: no reads", pr.Path)
 		}
 	}
-	for _, p := range []compare.Path{compare.PathLeader, compare.PathReplicaStrong} {
+	for _, p := range []compare.Path{compare.PathLeader, compare.PathReplicaStrong, compare.PathCascadedStrong} {
 		if pr := pathReport(t, &r, p); pr.Linearizable != compare.VerdictOK {
 			t.Errorf("%s: porcupine says %s, want linearizable", p, pr.Linearizable)
 		}

@@ -40,8 +40,8 @@ func runCompare(t *testing.T, args ...string) (*compare.Report, string, string) 
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("report.json: %v\n%s", err, b)
 	}
-	if len(rep.Paths) != len(compare.Paths) || len(rep.Watches) != 2 {
-		t.Fatalf("report.json has %d paths and %d watches, want %d and 2:\n%s", len(rep.Paths), len(rep.Watches), len(compare.Paths), b)
+	if len(rep.Paths) != len(compare.Paths) || len(rep.Watches) != 3 {
+		t.Fatalf("report.json has %d paths and %d watches, want %d and 3 (replica, cascaded, mirror):\n%s", len(rep.Paths), len(rep.Watches), len(compare.Paths), b)
 	}
 	for i, pr := range rep.Paths {
 		if pr.Path != compare.Paths[i] {
@@ -121,7 +121,7 @@ func TestCompareLocal(t *testing.T) {
 		}
 	}
 
-	for _, p := range []compare.Path{compare.PathLeader, compare.PathReplicaStrong} {
+	for _, p := range []compare.Path{compare.PathLeader, compare.PathReplicaStrong, compare.PathCascadedStrong} {
 		pr := pathReport(t, rep, p)
 		if pr.Linearizable != compare.VerdictOK || pr.Run.StaleReads != 0 {
 			t.Errorf("%s: porcupine says %s, %d stale reads; want linearizable, none stale", p, pr.Linearizable, pr.Run.StaleReads)
@@ -158,8 +158,8 @@ func TestCompareLocal(t *testing.T) {
 func checkReportedBounds(t *testing.T, rep *compare.Report) {
 	t.Helper()
 	for _, pr := range rep.Paths {
-		switch pr.Path {
-		case compare.PathReplicaStrong, compare.PathReplicaWeak, compare.PathReplicaBounded:
+		switch {
+		case pr.Path.Replica():
 			if pr.ReportedBounds == 0 || pr.ReportedBoundViolations != 0 {
 				t.Errorf("%s: %d of %d reported staleness bounds smaller than the staleness measured; want bounds reported and none violated", pr.Path, pr.ReportedBoundViolations, pr.ReportedBounds)
 			}
