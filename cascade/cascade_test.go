@@ -35,20 +35,22 @@ func TestReadableFrom(t *testing.T) {
 
 // Two versions of a key are the same only if every field is.
 func TestSameKV(t *testing.T) {
-	a := &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("v"), CreateRevision: 2, ModRevision: 5, Version: 3, Lease: 7}
+	mk := func() *mvccpb.KeyValue {
+		return &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("v"), CreateRevision: 2, ModRevision: 5, Version: 3, Lease: 7}
+	}
+	a := mk()
 	for name, edit := range map[string]func(*mvccpb.KeyValue){
 		"value": func(k *mvccpb.KeyValue) { k.Value = []byte("w") }, "create": func(k *mvccpb.KeyValue) { k.CreateRevision++ },
 		"mod": func(k *mvccpb.KeyValue) { k.ModRevision++ }, "version": func(k *mvccpb.KeyValue) { k.Version++ },
 		"lease": func(k *mvccpb.KeyValue) { k.Lease = 0 },
 	} {
-		b := *a
-		edit(&b)
-		if sameKV(a, &b) {
+		b := mk()
+		edit(b)
+		if sameKV(a, b) {
 			t.Errorf("a different %s counts as the same", name)
 		}
 	}
-	b := *a
-	if !sameKV(a, &b) {
+	if !sameKV(a, mk()) {
 		t.Error("a copy differs")
 	}
 }

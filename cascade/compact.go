@@ -44,8 +44,9 @@ func (s *Store) followCompaction(ctx context.Context, u upstream, upto int64) er
 	if err != nil {
 		return err
 	}
+	bctx := background(ctx)
 	remote := func(r int64) (bool, error) {
-		_, err := u.cli.Get(ctx, probeKey, clientv3.WithRev(r), clientv3.WithSerializable(), clientv3.WithCountOnly())
+		_, err := u.cli.Get(bctx, probeKey, clientv3.WithRev(r), clientv3.WithSerializable(), clientv3.WithCountOnly())
 		switch {
 		case err == nil:
 			return false, nil

@@ -66,7 +66,9 @@ func (s *Store) Run(ctx context.Context) error {
 // diverges; between responses it asks u for progress, checks the source's
 // compaction and collects leases.
 func (s *Store) follow(ctx context.Context, a *applier, u upstream) error {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	// Upkeep, not a client's demand: it must not keep a quiet upstream
+	// awake (wire.BackgroundKey).
+	wctx, cancel := context.WithCancel(background(clientv3.WithRequireLeader(ctx)))
 	defer cancel()
 	ch := u.cli.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(a.rev()+1), clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
 	progress := s.clock.NewTicker(s.cfg.ProgressInterval)

@@ -27,7 +27,7 @@ func (s *Store) collectLeases(ctx context.Context, a *applier, u upstream) error
 		if err != nil || len(ttl.Keys) > 0 {
 			continue
 		}
-		up, err := u.cli.TimeToLive(ctx, clientv3.LeaseID(l.ID))
+		up, err := u.cli.TimeToLive(background(ctx), clientv3.LeaseID(l.ID))
 		if err != nil {
 			return fmt.Errorf("cascade: lease %x at the upstream: %w", l.ID, err)
 		}

@@ -36,6 +36,9 @@ func (s *Store) Contact() readindex.ContactSource { return member{s} }
 const followingLead = 1
 
 func (m member) LinearizableReadNotify(ctx context.Context) error {
+	if readindex.Background(ctx) {
+		ctx = background(ctx)
+	}
 	resp, err := m.s.fwd.Get(ctx, probeKey, clientv3.WithCountOnly())
 	if err != nil {
 		return fmt.Errorf("cascade: a linearizable revision from the upstreams: %w", err)

@@ -119,3 +119,9 @@ func snapshotSource(us []upstream, ids map[string]identity) (upstream, bool) {
 	}
 	return upstream{}, false
 }
+
+// background marks a request to an upstream as this replica's upkeep, no
+// client's demand (wire.BackgroundKey).
+func background(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, wire.BackgroundKey, "1")
+}

@@ -24,7 +24,7 @@ func (f *Freshness) begin(wantOwn, hubUsable bool) (r round) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.mu.started++
-	r = round{n: f.mu.started, start: f.clock.Now()}
+	r = round{n: f.mu.started, start: f.clock.Now(), background: f.mu.pending == 0 && f.mu.waiting == 0}
 	r.viaHub = f.via != nil && !wantOwn && !f.mu.ownWanted
 	r.hubSlot = r.viaHub && hubUsable
 	if r.hubSlot {
@@ -53,7 +53,17 @@ type round struct {
 	// viaHub: it goes through via; hubSlot: it counts among the rounds
 	// through hubs in flight (a hub was usable when it began).
 	viaHub, hubSlot bool
+	// background: no read waited for it when it began (see Background).
+	background bool
 }
+
+type backgroundKey struct{}
+
+// Background reports whether ctx is a round's that no read waited for when
+// it began: a background round, for freshness only. A member whose round
+// asks another replica (a cascaded replica's) says so, so that the replica
+// asked does not count it as client demand (wire.BackgroundKey).
+func Background(ctx context.Context) bool { return ctx.Value(backgroundKey{}) != nil }
 
 // finish records the end of round r: if it succeeded, strong reads waiting
 // for it may read, and if it was an own round, the store is fresh as of
@@ -194,6 +204,9 @@ func (f *Freshness) Round(ctx context.Context) { f.run(ctx, f.begin(true, false)
 // run does round r: through via if r.viaHub, else an own round.
 func (f *Freshness) run(ctx context.Context, r round) {
 	rctx, cancel := context.WithTimeout(ctx, f.timeout)
+	if r.background {
+		rctx = context.WithValue(rctx, backgroundKey{}, true)
+	}
 	own, err := true, error(nil)
 	if r.viaHub {
 		own, err = f.via(rctx)

@@ -58,7 +58,9 @@ func (p probeAnswer) header() metadata.MD {
 // refuse learners: serving them is this package's point.
 func unaryInterceptor(lw *leaderWatch, m *Metrics, probe probeAnswer, touch func()) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		touch()
+		if !isBackground(ctx) {
+			touch()
+		}
 		if isProbe(ctx) {
 			_ = grpc.SetHeader(ctx, probe.header())
 		}
@@ -78,7 +80,9 @@ func unaryInterceptor(lw *leaderWatch, m *Metrics, probe probeAnswer, touch func
 // ends them if the leader is lost for long (etcd's monitorLeader).
 func streamInterceptor(lw *leaderWatch, m *Metrics, touch func()) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		touch()
+		if !isBackground(ss.Context()) {
+			touch()
+		}
 		service, method := splitMethod(info.FullMethod)
 		m.requests.WithLabelValues(shortService(service), method, modeNone).Inc()
 		if !requiresLeader(ss.Context()) {
@@ -100,6 +104,12 @@ func requiresLeader(ctx context.Context) bool {
 	// copy the whole metadata on every request.
 	ks := metadata.ValueFromIncomingContext(ctx, rpctypes.MetadataRequireLeaderKey)
 	return len(ks) > 0 && ks[0] == rpctypes.MetadataHasLeader
+}
+
+// isBackground reports a replica's request for its own upkeep
+// (wire.BackgroundKey), which is no client demand.
+func isBackground(ctx context.Context) bool {
+	return len(metadata.ValueFromIncomingContext(ctx, wire.BackgroundKey)) > 0
 }
 
 // isProbe reports a balancer's health probe, which wants the zone.

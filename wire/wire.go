@@ -33,6 +33,15 @@ const (
 	// request carrying ProbeKey; absent while it knows no leader.
 	LeaderContactAgeKey = "understudy-leader-contact-age"
 
+	// BackgroundKey, in request metadata with any value, marks a request a
+	// replica makes for its own upkeep, not for a client: a cascaded
+	// replica's background freshness rounds, its compaction and lease
+	// checks. The replica asked serves it as any other, but it does not
+	// count as client demand: it does not wake a quiet replica's rounds
+	// (--freshness-quiet-interval), which cascaded replicas that are
+	// themselves quiet would otherwise keep from ever going quiet.
+	BackgroundKey = "understudy-background"
+
 	// UpstreamChainKey is the response header key under which a replica
 	// names itself and what it copies from, in answer to a request carrying
 	// ProbeKey: comma-separated instance names, its own first, then its

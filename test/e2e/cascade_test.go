@@ -279,3 +279,50 @@ func TestCascadedReplicaWatchersThroughAnUpstreamKill(t *testing.T) {
 		t.Errorf("no upstream switch counted")
 	}
 }
+
+// Cascaded replicas nobody reads from let their upstream go quiet: their
+// upkeep (the watch, progress requests, compaction checks, their own
+// background rounds) is no client demand (wire.BackgroundKey); a strong
+// read through a cascaded replica wakes both.
+func TestCascadedReplicasLetTheirUpstreamGoQuiet(t *testing.T) {
+	bins := harness.Binaries(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
+	quiet := []string{"--freshness-quiet-interval", "3s"}
+	r := startReplica(t, bins, c, "r1", replicaOpts{Extra: quiet})
+	var crs []*harness.Replica
+	for i := range 2 {
+		crs = append(crs, cascaded(t, c, fmt.Sprintf("c%d", i+1), []string{r.ClientURL}, quiet...))
+	}
+	period := func(url string) float64 {
+		v, _ := harness.MustScrape(t, url+"/metrics").Value("understudy_replica_freshness_period_seconds")
+		return v
+	}
+	allQuiet := func() (bool, error) {
+		for _, u := range []string{r.ClientURL, crs[0].ClientURL, crs[1].ClientURL} {
+			if p := period(u); p != 3 {
+				return false, fmt.Errorf("%s: rounds every %vs", u, p)
+			}
+		}
+		return true, nil
+	}
+	harness.WaitFor(t, 30*time.Second, "the upstream and its cascaded replicas quiet", allQuiet)
+	// Held quiet over several compaction checks (every 5 s) and rounds.
+	deadline := time.Now().Add(12 * time.Second)
+	for time.Now().Before(deadline) {
+		if ok, err := allQuiet(); !ok {
+			t.Fatalf("woke without a client: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond) // sampling, not synchronisation
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := client(t, crs[0].ClientURL).Get(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if p := period(crs[0].ClientURL); p == 3 {
+		t.Errorf("a strong read did not wake the cascaded replica (rounds every %vs)", p)
+	}
+	if p := period(r.ClientURL); p == 3 {
+		t.Errorf("a strong read through a cascaded replica did not wake its upstream (rounds every %vs)", p)
+	}
+}
