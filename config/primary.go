@@ -67,7 +67,7 @@ func NewPrimaryFlags(cfg *Primary) *PrimaryFlags {
 		clusterState: flags.NewSelectiveStringValue(embed.ClusterStateFlagNew, embed.ClusterStateFlagExisting),
 	}
 	fs.Var(pf.clusterState, "initial-cluster-state", "Initial cluster state ('new' when bootstrapping a new cluster or 'existing' when adding new members to an existing cluster). After successful initialization (bootstrapping or adding), flag is ignored on restarts.")
-	fs.StringVar(&cfg.ConfigFile, ConfigFileFlag, "", "Path to a YAML file of settings, keyed as etcd's config file (flag names without dashes; client-transport-security and peer-transport-security sections). Precedence: flag > UNDERSTUDY_* environment > file > default.")
+	fs.StringVar(&cfg.ConfigFile, ConfigFileFlag, "", "Path to a YAML file of settings keyed as etcd's config file. Precedence: flag > UNDERSTUDY_* environment > file > default (docs/operations.md).")
 	fs.BoolVar(&cfg.Dev, "dev", false, "Run a complete local deployment on 127.0.0.1 (3 voters on ports 2379-2384, 1 replica on 2479-2480), print endpoints and etcdctl commands to try, stop cleanly on Ctrl-C. Member flags are ignored.")
 	fs.IntVar(&cfg.DevPort, "dev-port", 2379, "With --dev: the first voter's client port; the others follow it, and the replica uses it +100.")
 	fs.StringVar(&cfg.DevDir, "dev-dir", "", "With --dev: directory for the deployment's data (default: a temporary directory removed on exit).")
