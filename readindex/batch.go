@@ -3,7 +3,7 @@ package readindex
 import "time"
 
 // A ReadIndex round costs the leader the same whatever number of reads it
-// serves (DESIGN.md: about 8 raft messages), and it serves only the reads
+// serves (docs/scaling.md: about 8 raft messages), and it serves only the reads
 // waiting when it starts. batchPolicy decides when the next round starts:
 // as soon as the reads that were in the system come back (a closed-loop
 // client population — controllers, caches — is served by one round a

@@ -21,7 +21,7 @@ import (
 // The same rounds serve strong reads (WaitRound): a read waits for a round
 // that started after it arrived, then reads locally. Every read waiting when
 // a round starts shares it, and rounds start at most every minGap, so the
-// leader pays for rounds, not reads — the lever DESIGN.md measured.
+// leader pays for rounds, not reads — the lever docs/scaling.md measures.
 //
 // A round is the replica's own (a ReadIndex through the leader) or, with
 // via set (--read-index-via), may be a hub's read index applied here. Both

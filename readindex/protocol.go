@@ -3,7 +3,7 @@ package readindex
 import "strconv"
 
 // Rounds shared across replicas. Every ReadIndex round costs the leader the
-// same (DESIGN.md), and N replicas each running their own cost it N times.
+// same (docs/scaling.md), and N replicas each running their own cost it N times.
 // A replica started with --read-index-via asks another member of the same
 // cluster (the "hub") for a read index instead of asking the leader: the hub
 // answers after a round of its own that started after the request arrived
