@@ -118,22 +118,8 @@ type Analysis struct {
 // injected and healed (both 0 without a fault).
 func Analyze(cfg Config, h *History, faultFrom, faultTo time.Duration) *Analysis {
 	a := &Analysis{Samples: map[Path][]Sample{}, FaultFrom: faultFrom, FaultTo: faultTo}
-	at, length := cfg.FaultWindow()
-	a.Config = RunInfo{Local: cfg.Local, DurationS: h.Elapsed.Seconds(), Rate: cfg.Rate, Keys: cfg.Keys,
-		Readers: cfg.Readers, ReadRate: cfg.ReadRate, BoundMS: ms(cfg.Bound), Fault: cfg.Fault}
-	if cfg.Fault != FaultNone {
-		a.Config.FaultAtS, a.Config.FaultDurationS = at.Seconds(), length.Seconds()
-		a.Config.FaultInjectedAt, a.Config.FaultHealedAt = faultFrom.Seconds(), faultTo.Seconds()
-	}
-	for _, w := range h.Writes[h.Prefill:] {
-		a.Writes.Total++
-		if w.Acked {
-			a.Writes.Acked++
-		} else {
-			a.Writes.Ambiguous++
-		}
-	}
-	a.Writes.PerSecond = float64(a.Writes.Acked) / h.Elapsed.Seconds()
+	a.Config = runInfo(cfg, h, faultFrom, faultTo)
+	a.Writes = writeStats(h)
 
 	yard := newAcked(h)
 	byPath := map[Path][]Read{}
@@ -145,51 +131,7 @@ func Analyze(cfg Config, h *History, faultFrom, faultTo time.Duration) *Analysis
 		paths = Paths
 	}
 	for _, p := range paths {
-		reads := byPath[p]
-		pr := PathReport{Path: p, Linearizable: linearizable(h, p, cfg.CheckTimeout)}
-		stale := make([]staleRead, len(reads))
-		for i, r := range reads {
-			stale[i] = staleRead{Read: r}
-			if r.OK() {
-				stale[i].ms, stale[i].revs = yard.staleness(r.Call, r.Pos)
-				a.Samples[p] = append(a.Samples[p], Sample{At: r.Call, StalenessMS: stale[i].ms})
-				if p == PathReplicaBounded && stale[i].ms > ms(cfg.Bound) {
-					pr.BoundViolations++
-				}
-				if r.Reported {
-					pr.ReportedBounds++
-				}
-				if reportedBoundViolated(r, stale[i].ms) {
-					pr.ReportedBoundViolations++
-				}
-				if yard.torn(r.Pos, r.Vals) {
-					pr.TornReads++
-				}
-			}
-		}
-		markMonotonic(stale)
-		down := outages(reads, h.Elapsed)
-		pr.Run = window("run", stale, down, 0, h.Elapsed)
-		if cfg.Fault != FaultNone {
-			pr.Phases = []Window{
-				window("before", stale, down, 0, faultFrom),
-				window("during", stale, down, faultFrom, faultTo),
-				window("after", stale, down, faultTo, h.Elapsed),
-			}
-		}
-		for _, pb := range h.Probes {
-			if pb.Path != p {
-				continue
-			}
-			pr.RYW.Probes++
-			switch {
-			case pb.Err != "":
-				pr.RYW.Errors++
-			case !pb.Saw:
-				pr.RYW.Violations++
-			}
-		}
-		a.Paths = append(a.Paths, pr)
+		a.Paths = append(a.Paths, a.analyzePath(cfg, h, yard, p, byPath[p]))
 	}
 	for _, name := range []string{"replica", "cascaded", "mirror"} {
 		if _, ok := h.Watches[name]; !ok && name == "cascaded" {
@@ -202,6 +144,99 @@ func Analyze(cfg Config, h *History, faultFrom, faultTo time.Duration) *Analysis
 	return a
 }
 
+// runInfo is the part of cfg the report's numbers depend on, with the
+// run's length and, under a fault, when it was planned and when it was in
+// force, so that a report can be read without the command line.
+func runInfo(cfg Config, h *History, faultFrom, faultTo time.Duration) RunInfo {
+	at, length := cfg.FaultWindow()
+	ri := RunInfo{Local: cfg.Local, DurationS: h.Elapsed.Seconds(), Rate: cfg.Rate, Keys: cfg.Keys,
+		Readers: cfg.Readers, ReadRate: cfg.ReadRate, BoundMS: ms(cfg.Bound), Fault: cfg.Fault}
+	if cfg.Fault != FaultNone {
+		ri.FaultAtS, ri.FaultDurationS = at.Seconds(), length.Seconds()
+		ri.FaultInjectedAt, ri.FaultHealedAt = faultFrom.Seconds(), faultTo.Seconds()
+	}
+	return ri
+}
+
+// writeStats counts the writer's puts after the prefill (whose writes
+// happen before time 0 and are not the run's), and the acknowledged ones
+// per second of the run.
+func writeStats(h *History) WriteStats {
+	var ws WriteStats
+	for _, w := range h.Writes[h.Prefill:] {
+		ws.Total++
+		if w.Acked {
+			ws.Acked++
+		} else {
+			ws.Ambiguous++
+		}
+	}
+	ws.PerSecond = float64(ws.Acked) / h.Elapsed.Seconds()
+	return ws
+}
+
+// analyzePath judges path p's reads (in each reader's order) against the
+// acknowledged writes in yard, over the run and per phase of the fault,
+// with p's read-your-writes probes; it adds each successful read's
+// staleness to a.Samples for the plots.
+func (a *Analysis) analyzePath(cfg Config, h *History, yard *acked, p Path, reads []Read) PathReport {
+	pr := PathReport{Path: p, Linearizable: linearizable(h, p, cfg.CheckTimeout)}
+	stale := make([]staleRead, len(reads))
+	for i, r := range reads {
+		stale[i] = staleRead{Read: r}
+		if r.OK() {
+			stale[i].ms, stale[i].revs = yard.staleness(r.Call, r.Pos)
+			a.Samples[p] = append(a.Samples[p], Sample{At: r.Call, StalenessMS: stale[i].ms})
+			if p == PathReplicaBounded && stale[i].ms > ms(cfg.Bound) {
+				pr.BoundViolations++
+			}
+			if r.Reported {
+				pr.ReportedBounds++
+			}
+			if reportedBoundViolated(r, stale[i].ms) {
+				pr.ReportedBoundViolations++
+			}
+			if yard.torn(r.Pos, r.Vals) {
+				pr.TornReads++
+			}
+		}
+	}
+	markMonotonic(stale)
+	down := outages(reads, h.Elapsed)
+	pr.Run = window("run", stale, down, 0, h.Elapsed)
+	if cfg.Fault != FaultNone {
+		pr.Phases = []Window{
+			window("before", stale, down, 0, a.FaultFrom),
+			window("during", stale, down, a.FaultFrom, a.FaultTo),
+			window("after", stale, down, a.FaultTo, h.Elapsed),
+		}
+	}
+	pr.RYW = rywStats(h.Probes, p)
+	return pr
+}
+
+// rywStats counts path p's read-your-writes probes among probes: those
+// that failed, and those that did not read back their own put.
+func rywStats(probes []Probe, p Path) RYWStats {
+	var st RYWStats
+	for _, pb := range probes {
+		if pb.Path != p {
+			continue
+		}
+		st.Probes++
+		switch {
+		case pb.Err != "":
+			st.Errors++
+		case !pb.Saw:
+			st.Violations++
+		}
+	}
+	return st
+}
+
+// staleRead is a read with its staleness against the acknowledged writes
+// (in milliseconds and in revisions) and whether it went back on the same
+// reader's previous read.
 type staleRead struct {
 	Read
 	ms         float64
@@ -225,6 +260,8 @@ func markMonotonic(rs []staleRead) {
 	}
 }
 
+// window summarizes the reads of rs sent within [from, to); down are the
+// path's outages, whose overlap with the window counts as unavailable.
 func window(name string, rs []staleRead, down []interval, from, to time.Duration) Window {
 	w := Window{Name: name, FromS: from.Seconds(), ToS: to.Seconds()}
 	var msv, revv []float64
@@ -284,4 +321,5 @@ func checkWatch(h *History, events []Event) WatchCheck {
 	return wc
 }
 
+// ms is d in milliseconds, the unit the report gives durations in.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

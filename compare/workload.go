@@ -2,7 +2,6 @@ package compare
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -56,12 +55,18 @@ type workload struct {
 	lastAcked atomic.Int64
 }
 
+// now is the time since time 0 of the run, on the run's clock: every call,
+// return and event is stamped with it.
 func (w *workload) now() time.Duration { return w.clock.Since(w.base) }
 
+// key is the key sequence number seq is written to: the writer cycles
+// through cfg.Keys keys, the prefill writing each of them once.
 func (w *workload) key(seq int64) string {
 	return w.cfg.Prefix + "k/" + fmt.Sprintf("%04d", (seq-1)%int64(w.cfg.Keys))
 }
 
+// rangePrefix is the prefix of the writer's keys, which the reads and the
+// watches range over.
 func (w *workload) rangePrefix() string { return w.cfg.Prefix + "k/" }
 
 // prefill writes every key once (sequence numbers 1 to Keys), so that every
@@ -242,68 +247,6 @@ func (w *workload) probe(ctx context.Context, p Path) []Probe {
 	}
 }
 
-// watcher is one watch of the key range; events and err are complete once
-// done is closed.
-type watcher struct {
-	events []Event
-	err    string
-	last   atomic.Int64 // highest sequence number seen
-	done   chan struct{}
-}
-
-// watch watches the key range on cli from its current revision on, and
-// returns once the watch is established.
-func (w *workload) watch(ctx context.Context, cli *clientv3.Client, name string) (*watcher, error) {
-	wt := &watcher{done: make(chan struct{})}
-	// Not WithRequireLeader: a replica cut off from its leader ends such
-	// streams, and this watch must stall and resume instead.
-	wch := cli.Watch(ctx, w.rangePrefix(), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
-	created := make(chan error, 1)
-	go func() {
-		defer close(wt.done)
-		first := true
-		for resp := range wch {
-			if first {
-				first = false
-				created <- resp.Err()
-			}
-			if err := resp.Err(); err != nil {
-				if ctx.Err() == nil {
-					wt.err = err.Error()
-				}
-				continue
-			}
-			at := w.now()
-			for _, ev := range resp.Events {
-				if ev.Type != clientv3.EventTypePut {
-					continue
-				}
-				seq, err := strconv.ParseInt(string(ev.Kv.Value), 10, 64)
-				if err != nil {
-					wt.err = fmt.Sprintf("key %q holds %q, not a sequence number", ev.Kv.Key, ev.Kv.Value)
-					continue
-				}
-				wt.events = append(wt.events, Event{Seq: seq, Rev: ev.Kv.ModRevision, At: at})
-				if seq > wt.last.Load() {
-					wt.last.Store(seq)
-				}
-			}
-		}
-		if first {
-			created <- errors.New("watch closed before it was created")
-		}
-	}()
-	select {
-	case err := <-created:
-		if err != nil {
-			return nil, fmt.Errorf("compare: watch %s: %w", name, err)
-		}
-	case <-w.clock.After(w.cfg.RequestTimeout):
-		return nil, fmt.Errorf("compare: watch %s: not created within %v", name, w.cfg.RequestTimeout)
-	}
-	return wt, nil
-}
-
 // run runs the workload for cfg.Duration, then waits up to cfg.Drain for
 // both watches to deliver the last acknowledged write. It sends time 0 on
 // started (buffered) once the watches are established.
@@ -316,17 +259,9 @@ func (w *workload) run(ctx context.Context, started chan<- time.Time) (*History,
 	h.Prefill = int64(len(pre))
 	wctx, stopWatches := context.WithCancel(ctx)
 	defer stopWatches()
-	watchers := map[string]*watcher{}
-	watched := map[string]*clientv3.Client{"replica": w.cl.Replica, "mirror": w.cl.Mirror}
-	if w.cl.Cascaded != nil {
-		watched["cascaded"] = w.cl.Cascaded
-	}
-	for name, cli := range watched {
-		wt, err := w.watch(wctx, cli, name)
-		if err != nil {
-			return nil, err
-		}
-		watchers[name] = wt
+	watchers, err := w.startWatches(wctx)
+	if err != nil {
+		return nil, err
 	}
 
 	w.base = w.clock.Now()
@@ -369,38 +304,6 @@ func (w *workload) run(ctx context.Context, started chan<- time.Time) (*History,
 		return nil, err
 	}
 	stopWatches()
-	for name, wt := range watchers {
-		<-wt.done
-		h.Watches[name] = wt.events
-		if wt.err != "" {
-			h.WatchErrs[name] = wt.err
-		}
-	}
+	collectWatches(h, watchers)
 	return h, nil
-}
-
-// drain waits until every watch has delivered the last acknowledged write,
-// or the drain deadline passes (what is missing then counts as lost).
-func (w *workload) drain(ctx context.Context, watchers map[string]*watcher) error {
-	last := w.lastAcked.Load()
-	deadline := w.clock.NewTimer(w.cfg.Drain)
-	defer deadline.Stop()
-	poll := w.clock.NewTicker(10 * time.Millisecond)
-	defer poll.Stop()
-	for {
-		drained := true
-		for _, wt := range watchers {
-			drained = drained && wt.last.Load() >= last
-		}
-		if drained {
-			return nil
-		}
-		select {
-		case <-deadline.Chan():
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-poll.Chan():
-		}
-	}
 }

@@ -3,9 +3,7 @@ package loopback
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +40,7 @@ const (
 	KindEtcd36
 )
 
+// String names the kind, as process names and errors show it.
 func (k Kind) String() string {
 	switch k {
 	case KindPrimary:
@@ -148,65 +147,11 @@ func StartCluster(t TB, cfg ClusterConfig) *Cluster {
 	}
 	copy(c.Kinds, cfg.Kinds)
 
-	peers := make([]string, n)
-	for i := range n {
-		m := &Member{
-			Name:      "m" + strconv.Itoa(i+1),
-			Kind:      c.Kinds[i],
-			ClientURL: url(FreePort(t)),
-			PeerURL:   url(FreePort(t)),
-		}
-		m.DataDir = filepath.Join(t.TempDir(), m.Name+".etcd")
-		m.AdvertisePeerURL = m.PeerURL
-		if cfg.PeerProxies {
-			m.PeerProxy = NewProxy(t, strings.TrimPrefix(m.PeerURL, "http://"))
-			m.AdvertisePeerURL = m.PeerProxy.URL()
-		}
-		if cfg.ClientProxies {
-			m.ClientProxy = NewProxy(t, strings.TrimPrefix(m.ClientURL, "http://"))
-		}
-		c.Members = append(c.Members, m)
-		peers[i] = m.Name + "=" + m.AdvertisePeerURL
-	}
-	token := cfg.Token
-	if token == "" {
-		// Unique per cluster, so that a member of another cluster that
-		// reaches these ports is refused, not joined; named after the test
-		// for whoever reads the logs.
-		token = strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()) + "-" +
-			strings.TrimPrefix(c.Members[0].PeerURL, "http://127.0.0.1:")
-	}
+	peers := c.addMembers(t, cfg, url)
+	token := clusterToken(t, cfg, c.Members)
 	for _, m := range c.Members {
-		bin := bins.Primary
-		switch m.Kind {
-		case KindEtcd:
-			bin = bins.Etcd
-		case KindEtcd36:
-			if bins.Etcd36 == nil {
-				t.Fatalf("loopback: member %s of kind %v: no etcd %s in Bins", m.Name, m.Kind, Etcd36Version)
-			}
-			bin = bins.Etcd36(t)
-		}
-		if bin == "" {
-			t.Fatalf("loopback: no binary for member %s of kind %v", m.Name, m.Kind)
-		}
-		args := []string{
-			"--name", m.Name,
-			"--data-dir", m.DataDir,
-			"--listen-client-urls", m.ClientURL,
-			"--advertise-client-urls", m.advertiseClientURL(),
-			"--listen-peer-urls", m.PeerURL,
-			"--initial-advertise-peer-urls", m.AdvertisePeerURL,
-			"--initial-cluster", strings.Join(peers, ","),
-			"--initial-cluster-state", "new",
-			"--initial-cluster-token", token,
-			"--max-learners", strconv.Itoa(MaxLearners),
-			"--log-level", "warn",
-		}
-		if cfg.TLS != nil {
-			args = append(args, cfg.TLS.EtcdFlags()...)
-		}
-		m.Proc = Start(t, ProcConfig{Name: m.Name + "-" + m.Kind.String(), Bin: bin, Args: append(args, cfg.ExtraArgs...)})
+		bin := memberBin(t, bins, m)
+		m.Proc = Start(t, ProcConfig{Name: m.Name + "-" + m.Kind.String(), Bin: bin, Args: append(m.args(peers, token, cfg.TLS), cfg.ExtraArgs...)})
 	}
 	c.status = c.Client(t)
 	c.waitReady(t)

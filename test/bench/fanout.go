@@ -50,7 +50,8 @@ type fanoutRig struct {
 func fanoutScenario(p params) ([]Row, error) {
 	var rows []Row
 	err := scenario("fanout", func(r *runner) {
-		g := &fanoutRig{scale: startScaleRig(r, p)}
+		// 2 + 16 stock learners: more than the harness's --max-learners.
+		g := &fanoutRig{scale: startScaleRigWith(r, p, 32)}
 		defer g.scale.pin(r)()
 		g.grow(r, 0)
 		for _, e := range fanoutEs {

@@ -98,7 +98,11 @@ func scaleScenario(p params, plotDir string) ([]Row, error) {
 	return rows, nil
 }
 
-func startScaleRig(r *runner, p params) *scaleRig {
+func startScaleRig(r *runner, p params) *scaleRig { return startScaleRigWith(r, p, 16) }
+
+// startScaleRigWith is startScaleRig with room for maxLearners learners in
+// the clusters with learners.
+func startScaleRigWith(r *runner, p params, maxLearners int) *scaleRig {
 	etcd := []harness.Kind{harness.KindEtcd, harness.KindEtcd, harness.KindEtcd}
 	g := &scaleRig{p: p, writeRate: p.scaleWriteRate, readRte: p.scaleReadRate}
 	// Snapshots every 2,000 entries, with 1,000 kept for slow members:
@@ -108,8 +112,9 @@ func startScaleRig(r *runner, p params) *scaleRig {
 	// for a second moved the leader in a run, and a leader that moves is
 	// no longer the one process measured.
 	args := []string{"--snapshot-count", "2000", "--snapshot-catchup-entries", "1000", "--election-timeout", "5000"}
-	g.u = harness.StartCluster(r, harness.ClusterConfig{N: 3, ExtraArgs: append([]string{"--max-learners", "16"}, args...)})
-	g.s = harness.StartCluster(r, harness.ClusterConfig{N: 3, Kinds: etcd, ExtraArgs: args})
+	room := []string{"--max-learners", strconv.Itoa(maxLearners)}
+	g.u = harness.StartCluster(r, harness.ClusterConfig{N: 3, ExtraArgs: append(room, args...)})
+	g.s = harness.StartCluster(r, harness.ClusterConfig{N: 3, Kinds: etcd, ExtraArgs: append(room, args...)})
 	g.f = harness.StartCluster(r, harness.ClusterConfig{N: 3, Kinds: etcd, ExtraArgs: args[4:]})
 	g.uLeader, g.sLeader, g.fLeader = g.u.WaitLeader(r, 30*time.Second), g.s.WaitLeader(r, 30*time.Second), g.f.WaitLeader(r, 30*time.Second)
 	populate(r, g.u.Client(r), p.keys, value256)
