@@ -58,6 +58,8 @@ func fanoutScenario(p params) ([]Row, error) {
 			g.grow(r, e)
 			rows = append(rows, g.step(r, e)...)
 		}
+		rows = append(rows, g.watchTiers(r)...)
+		rows = append(rows, g.bootstraps(r, p.fanoutBytes)...)
 	})
 	return rows, err
 }
@@ -135,5 +137,8 @@ func fanoutComparisons() []comparison {
 		{"leader CPU idle with " + e + " cascaded replicas vs none", fanoutName(last, fanoutIdleU), fanoutName(0, fanoutIdleU), metricLeaderPct, "≤ 1.1", ""},
 		{"leader CPU idle with 2+" + e + " stock learners vs 2", fanoutName(last, fanoutIdleS), fanoutName(0, fanoutIdleS), metricLeaderPct, "", ""},
 		{"leader CPU per strong read over " + e + " cascaded replicas vs the same rate over 2 stock followers", fanoutName(last, fanoutReads), fanoutName(last, fanoutPartner), "leader CPU/10k", "≤ 1.0", ""},
+		{"watch delivery p99, a cascaded replica vs the learner replica feeding it", tierCascaded, tierReplica, "p99", "", ""},
+		{"time until serving, a cascaded replica bootstrapping from a learner replica vs a learner replica joining", bootCascaded, bootLearner, "p99", "", ""},
+		{"leader CPU while a cascaded replica bootstraps from a learner replica vs while a learner replica joins", bootCascaded, bootLearner, "leader CPU", "", ""},
 	}
 }

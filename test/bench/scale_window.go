@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -92,10 +93,17 @@ func (g *scaleRig) readWindow(r *runner, a *scaleArm, cs []*clientv3.Client, lea
 		r.Fatalf("%s: rounds before: %v", a.kind, err)
 	}
 	cpu := startCPU(map[string]int{"leader": leader.Proc.PID()})
+	var first atomic.Value // the first error, for the log
 	res := loadAt(context.Background(), g.readRte, g.p.workers, g.p.scaleWindow, func(ctx context.Context, w int) error {
 		_, err := cs[w%len(cs)].Get(ctx, "bench/key/"+strconv.Itoa(w*7919%g.p.keys))
+		if err != nil {
+			first.CompareAndSwap(nil, err.Error())
+		}
 		return err
 	})
+	if e := first.Load(); e != nil {
+		r.Logf("%s: first error: %v", a.kind, e)
+	}
 	res.CPU = cpu.stop()
 	rounds1, err := leaderRounds(urls)
 	if err != nil {
