@@ -45,20 +45,20 @@ type adoption struct {
 // copied (core.Adoptable picks them), a page of its records at a time, recording the last record done
 // in the checkpoint (AdoptedThrough), and Adopted once done.
 func (mr *mirror) adopt(ctx context.Context) error {
-	own := ownPrefix(mr.failback.from)
+	own := ownPrefix(mr.failback.From)
 	key, end := span(mr.cfg.Prefix)
 	start, oend := own+key, own+end
 	if mr.cfg.Prefix == "" {
 		start, oend = own, clientv3.GetPrefixRangeEnd(own)
 	}
-	if after := mr.cp.AdoptedThrough; after != "" {
+	if after := mr.st.Checkpoint().AdoptedThrough; after != "" {
 		start = own + after + "\x00"
 	}
 	var a adoption
 	for {
 		page, err := mr.get(ctx, mr.cfg.Source, start, clientv3.WithRange(oend), clientv3.WithKeysOnly(), clientv3.WithLimit(int64(mr.cfg.PageSize)))
 		if err != nil {
-			return fmt.Errorf("mirror: --failback: ownership records of mirror %q in the source: %w", mr.failback.from, err)
+			return fmt.Errorf("mirror: --failback: ownership records of mirror %q in the source: %w", mr.failback.From, err)
 		}
 		if len(page.Kvs) == 0 {
 			break
@@ -71,15 +71,12 @@ func (mr *mirror) adopt(ctx context.Context) error {
 		}
 		start = string(page.Kvs[len(page.Kvs)-1].Key) + "\x00"
 	}
-	next := *mr.cp
-	next.Adopted, next.AdoptedThrough = true, ""
-	if _, err := mr.commit(ctx, nil, next); err != nil {
+	if _, err := mr.commit(ctx, nil, mr.st.AdoptionDone()); err != nil {
 		return err
 	}
-	mr.failback.adopt = false
 	mr.lg.Info("--failback: took over the destination's keys that the mirror failed back from had copied; the others are left alone",
-		zap.String("from", mr.failback.from), zap.Int("adopted", a.adopted), zap.Int("left-newer-than-cutover", a.newer),
-		zap.Strings("left-sample", a.sample), zap.Int64("cutover-revision", mr.failback.cutRev))
+		zap.String("from", mr.failback.From), zap.Int("adopted", a.adopted), zap.Int("left-newer-than-cutover", a.newer),
+		zap.Strings("left-sample", a.sample), zap.Int64("cutover-revision", mr.failback.CutRev))
 	return nil
 }
 
@@ -106,7 +103,7 @@ func (mr *mirror) adoptPage(ctx context.Context, recs []*mvccpb.KeyValue, own st
 		}
 		dest[string(kv.Key)] = kv
 	}
-	adopt, newer := core.Adoptable(keys, dest, mr.failback.cutRev)
+	adopt, newer := core.Adoptable(keys, dest, mr.failback.CutRev)
 	a.newer += len(newer)
 	for _, k := range newer {
 		if len(a.sample) < 5 {
@@ -118,8 +115,7 @@ func (mr *mirror) adoptPage(ctx context.Context, recs []*mvccpb.KeyValue, own st
 		ops[i] = mr.adoptOp(kv)
 	}
 	for chunk := range core.Chunks(ops, mr.batch()) {
-		next := *mr.cp
-		next.AdoptedThrough = mr.unmapKey([]byte(chunk[len(chunk)-1].key))
+		next := mr.st.AdoptedThrough(mr.unmapKey([]byte(chunk[len(chunk)-1].key)))
 		if _, err := mr.commit(ctx, chunk, next); err != nil {
 			return err
 		}

@@ -69,10 +69,11 @@ type Config struct {
 	// destination's keys it copied are taken over. Without it such a
 	// mirror is refused, naming that mirror's records.
 	Failback bool
-	// Clock drives the mirror's decisions (checkpoint and commit times, the
-	// progress cadence, backoff, the stall watchdog, the cycle-check
-	// interval, the lag metrics); nil is the real clock. Request timeouts
-	// are contexts, on the real clock.
+	// Clock drives the mirror's decisions and waits (checkpoint and commit
+	// times, the progress cadence, backoff, the stall watchdog, the
+	// cycle-check interval, the lag metrics, the list of the source's live
+	// leases, the wait for a watch to be created); nil is the real clock.
+	// Request timeouts are contexts, on the real clock.
 	Clock clockwork.Clock
 	// Progress, if not nil, is told of a full sync's progress.
 	Progress func(copied, total int64)

@@ -15,6 +15,20 @@ import (
 	"go.uber.org/zap"
 )
 
+// feeders are the mirrors writing into the source under the prefix, as
+// read through source revision rev (or confirmed unchanged through it by
+// the link follower): the keys they write there are not copied
+// (mirrored.go), and a new one means a cycle check before the next write.
+type feeders struct {
+	list []link
+	rev  int64
+	// hidden: the source's checkpoints cannot be read (auth): none known.
+	hidden bool
+	// follower follows the source's mirror checkpoints while the mirror
+	// watches the source (links.go), or nil.
+	follower *linkFollower
+}
+
 // checkCycles reads the checkpoints the mirror can read (in the
 // destination, and in the source when it is another cluster), refuses a
 // cycle, and keeps the feeders (the mirrors writing into the source under
@@ -64,10 +78,10 @@ func (mr *mirror) sourceLinks(ctx context.Context) ([]link, int64, error) {
 	cps, rev, err := allCheckpoints(ctx, mr.cfg.Source)
 	switch {
 	case errors.Is(err, rpctypes.ErrPermissionDenied):
-		if !mr.sourceHidden {
+		if !mr.feeders.hidden {
 			mr.lg.Warn("cannot read the source's mirror checkpoints (permission denied on the reserved prefix): mirrors writing into the source are not checked for cycles, and the keys they write are copied", zap.Error(err))
 		}
-		mr.sourceHidden = true
+		mr.feeders.hidden = true
 		return nil, math.MaxInt64, nil
 	case err != nil:
 		return nil, 0, fmt.Errorf("mirror: source: %w", err)
@@ -86,12 +100,12 @@ func (mr *mirror) sourceLinks(ctx context.Context) ([]link, int64, error) {
 // While the mirror watches the source, its link follower (links.go) can
 // confirm them unchanged through newest without a read.
 func (mr *mirror) refreshFeeders(ctx context.Context, newest int64) error {
-	if newest <= mr.feedersRev {
+	if newest <= mr.feeders.rev {
 		return nil
 	}
-	if f := mr.links; f != nil {
+	if f := mr.feeders.follower; f != nil {
 		if through, ok := f.confirm(ctx, mr.clock, newest, linkProgressInterval, min(linkConfirmTimeout, mr.cfg.RequestTimeout)); ok {
-			mr.feedersRev = through
+			mr.feeders.rev = through
 			mr.m.feederChecks.WithLabelValues("watch").Inc()
 			return nil
 		}
@@ -119,24 +133,24 @@ const linkConfirmTimeout = time.Second
 
 // linksRead gives the links read at rev to the link follower, if any.
 func (mr *mirror) linksRead(all []link, rev int64) {
-	if mr.links != nil {
-		mr.links.reset(all, rev)
+	if f := mr.feeders.follower; f != nil {
+		f.reset(all, rev)
 	}
 }
 
 // setFeeders keeps the feeders read at source revision rev; a new one
 // means a cycle check before the next write.
 func (mr *mirror) setFeeders(feeders []link, rev int64) {
-	mr.feedersRev = rev
-	if slices.Equal(feeders, mr.feeders) {
+	mr.feeders.rev = rev
+	if slices.Equal(feeders, mr.feeders.list) {
 		return
 	}
 	for _, f := range feeders {
-		if !slices.Contains(mr.feeders, f) {
-			mr.cycleDue = true
+		if !slices.Contains(mr.feeders.list, f) {
+			mr.st.NewFeeder()
 		}
 	}
-	mr.feeders = feeders
+	mr.feeders.list = feeders
 	if len(feeders) == 0 {
 		return
 	}
@@ -151,40 +165,52 @@ func (mr *mirror) setFeeders(feeders []link, rev int64) {
 	}
 }
 
-// recheck looks for cycles again before a checkpoint write: right after
-// the mirror first wrote its checkpoint (claimed its image), so that of
-// two mirrors started at once the later check sees the other's claim, and
-// then every CycleCheckInterval. A cycle found while the checkpoint is
-// still the claim (nothing copied) deletes the claim, so that a restart
-// after the operator's fix starts clean.
+// recheck looks for cycles again before a checkpoint write when
+// core.State says one is due: right after the mirror first wrote its
+// checkpoint (claimed its image), so that of two mirrors started at once
+// the later check sees the other's claim, after a new feeder, and then
+// every CycleCheckInterval. A cycle found while the checkpoint is still
+// the claim (nothing copied) deletes the claim, so that a restart after
+// the operator's fix starts clean.
 func (mr *mirror) recheck(ctx context.Context) error {
-	if !core.CycleCheckDue(mr.cycleDue, mr.clock.Now(), mr.checkedAt, mr.cfg.CycleCheckInterval) {
+	if !mr.st.CycleCheckDue(mr.clock.Now()) {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 3*mr.cfg.RequestTimeout)
 	_, err := mr.checkCycles(cctx)
 	cancel()
-	switch {
-	case errors.Is(err, ErrRefused):
-		if mr.cpModRev != 0 && mr.cpModRev == mr.claimRev {
-			mr.unclaim(ctx)
-		}
+	switch mr.st.CycleChecked(mr.clock.Now(), cycleCheck(err)) {
+	case core.Unclaim:
+		mr.unclaim(ctx, mr.st.ClaimRev())
 		return err
-	case err != nil && mr.cycleDue:
+	case core.StopWriting:
+		if errors.Is(err, ErrRefused) {
+			return err
+		}
 		return fmt.Errorf("mirror: checking for mirror cycles before the next write: %w", err)
-	case err != nil:
+	case core.WarnAndGoOn:
 		mr.lg.Warn("cannot check for mirror cycles; trying again", zap.Error(err), zap.Duration("after", mr.cfg.CycleCheckInterval))
 	}
-	mr.cycleDue, mr.checkedAt = false, mr.clock.Now()
 	return nil
 }
 
+// cycleCheck is how checkCycles ended, for core.State.CycleChecked.
+func cycleCheck(err error) core.CycleCheck {
+	switch {
+	case err == nil:
+		return core.NoCycle
+	case errors.Is(err, ErrRefused):
+		return core.CycleFound
+	}
+	return core.CycleUnknown
+}
+
 // unclaim deletes this mirror's checkpoint if it is still the claim it
-// wrote.
-func (mr *mirror) unclaim(ctx context.Context) {
+// wrote, at destination revision claimRev.
+func (mr *mirror) unclaim(ctx context.Context, claimRev int64) {
 	tctx, cancel := context.WithTimeout(ctx, mr.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := mr.cfg.Dest.Txn(tctx).If(clientv3.Compare(clientv3.ModRevision(mr.cpKey), "=", mr.claimRev)).
+	resp, err := mr.cfg.Dest.Txn(tctx).If(clientv3.Compare(clientv3.ModRevision(mr.cpKey), "=", claimRev)).
 		Then(clientv3.OpDelete(mr.cpKey)).Commit()
 	switch {
 	case err != nil:

@@ -45,4 +45,10 @@
 // failures are retried with backoff, and a mirror that makes no progress
 // while it has work to do reports itself stalled. Keys under
 // ReservedPrefix are the mirrors' own and are never copied or compared.
+//
+// The mirror's state (its checkpoint and the revision that fences its next
+// write, its claim, its cycle checks) and its decisions are package core's
+// (core.State): this package reads and writes both clusters, then feeds
+// each outcome to a transition of the state, and times everything on
+// Config.Clock.
 package mirror

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+	"github.com/understudy-kv/understudy/backoff"
+	"github.com/understudy-kv/understudy/mirror/core"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -67,10 +70,14 @@ type DrainConfig struct {
 	Timeout time.Duration
 	// Quiet is how long the prefix must stay unchanged, with the mirror
 	// caught up, before the drain calls the destination ready: a source
-	// still written to is caught up only for moments.
+	// still written to is caught up only for moments (core.Drain).
 	Quiet          time.Duration
 	RequestTimeout time.Duration
-	Logger         *zap.Logger
+	// Clock times the quiet rule, the pauses between reads and the
+	// cutover record; nil is the real clock. Timeout and RequestTimeout
+	// are contexts, on the real clock.
+	Clock  clockwork.Clock
+	Logger *zap.Logger
 }
 
 // ErrNotDrained wraps the reasons a drain gives up.
@@ -82,27 +89,22 @@ const DefaultDrainQuiet = time.Second
 // drainPoll is how often a drain reads the checkpoint while it waits.
 const drainPoll = 50 * time.Millisecond
 
-// drainState is what a drain has seen, for its reason to give up.
-type drainState struct {
-	changes    int   // checks that found the prefix changed
-	lastChange int64 // the newest source revision of such a change
-	lastAt     time.Time
-	cpRev      int64 // the checkpoint's revision last read
-	head       int64 // the source revision it had to reach
-	// quietRev is the checkpoint's revision when the mirror was last found
-	// caught up with nothing changed after it, at quietAt; 0 after a change.
-	quietRev int64
-	quietAt  time.Time
-}
-
-// reason is why a drain gave up after timeout.
-func (s drainState) reason(prefix string, timeout time.Duration, now time.Time) error {
-	if s.changes > 0 && now.Sub(s.lastAt) < timeout {
+// drainReason words why a drain gave up after timeout (core.Drain.GaveUp).
+func drainReason(r core.DrainReport, prefix string, timeout time.Duration) error {
+	if r.KeptChanging {
 		return fmt.Errorf("%w: the source kept changing under prefix %q for %v (--drain-timeout): %d check(s) found changes after the mirror's checkpoint, the last at source revision %d, %v ago; stop the writers to the source and run drain again",
-			ErrNotDrained, prefix, timeout, s.changes, s.lastChange, now.Sub(s.lastAt).Round(time.Millisecond))
+			ErrNotDrained, prefix, timeout, r.Changes, r.LastChange, r.LastAgo.Round(time.Millisecond))
 	}
 	return fmt.Errorf("%w: the mirror's checkpoint reached source revision %d, not the source's %d, within %v (--drain-timeout): is the mirror with this --name running and caught up (understudy_mirror_lag_revisions)?",
-		ErrNotDrained, s.cpRev, s.head, timeout)
+		ErrNotDrained, r.CheckpointRev, r.Head, timeout)
+}
+
+// drainer is one drain: its configuration, clock and what it has seen.
+type drainer struct {
+	cfg   DrainConfig
+	clock clockwork.Clock
+	srcID string
+	st    *core.Drain
 }
 
 // Drain waits until the destination holds every source revision up to the
@@ -110,7 +112,10 @@ func (s drainState) reason(prefix string, timeout time.Duration, now time.Time) 
 // record. It returns an error wrapping ErrNotDrained if that does not
 // happen within Timeout.
 func Drain(ctx context.Context, cfg DrainConfig) (*Cutover, error) {
-	lg := cfg.Logger
+	d := &drainer{cfg: cfg, clock: cfg.Clock, st: core.NewDrain(cfg.Quiet)}
+	if d.clock == nil {
+		d.clock = clockwork.NewRealClock()
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	rctx, rcancel := context.WithTimeout(ctx, cfg.RequestTimeout)
@@ -119,74 +124,63 @@ func Drain(ctx context.Context, cfg DrainConfig) (*Cutover, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mirror: source cluster: %w", err)
 	}
-	var st drainState
+	d.srcID = srcID
 	for {
 		if ctx.Err() != nil {
-			return nil, st.reason(cfg.Prefix, cfg.Timeout, time.Now())
+			return nil, drainReason(d.st.GaveUp(d.clock.Now(), cfg.Timeout), cfg.Prefix, cfg.Timeout)
 		}
-		cut, err := drainOnce(ctx, cfg, srcID, &st)
+		cut, err := d.once(ctx)
 		if cut != nil || errors.Is(err, ErrRefused) {
 			return cut, err
 		}
 		if err != nil && ctx.Err() == nil {
-			lg.Warn("drain: trying again", zap.Error(err))
-			select {
-			case <-ctx.Done():
-			case <-time.After(drainPoll):
-			}
+			cfg.Logger.Warn("drain: trying again", zap.Error(err))
+			_ = backoff.Wait(ctx, d.clock, drainPoll)
 		}
 	}
 }
 
-// drainOnce reads the source's revision, waits for the checkpoint to
-// reach it, checks the prefix has not changed since, and writes the
-// record fenced on the checkpoint. A nil record and error: look again.
-func drainOnce(ctx context.Context, cfg DrainConfig, srcID string, st *drainState) (*Cutover, error) {
+// once reads the source's revision, waits for the checkpoint to reach it,
+// checks the prefix has not changed since, and, once the quiet rule says
+// so, writes the record fenced on the checkpoint. A nil record and error:
+// look again.
+func (d *drainer) once(ctx context.Context) (*Cutover, error) {
+	cfg := d.cfg
 	rctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	defer cancel()
 	_, head, err := clusterID(rctx, cfg.Source)
 	if err != nil {
 		return nil, fmt.Errorf("mirror: source revision: %w", err)
 	}
-	st.head = head
-	cp, modRev, err := waitCheckpoint(ctx, cfg, head, st)
+	d.st.SourceAt(head)
+	cp, modRev, err := d.waitCheckpoint(ctx)
 	if cp == nil || err != nil {
 		return nil, err
 	}
-	if cp.SourceClusterID != srcID || cp.SourcePrefix != cfg.Prefix || cp.DestPrefix != cfg.DestPrefix {
+	if cp.SourceClusterID != d.srcID || cp.SourcePrefix != cfg.Prefix || cp.DestPrefix != cfg.DestPrefix {
 		return nil, fmt.Errorf("%w: checkpoint %q mirrors prefix %q of source cluster %s to %q, not prefix %q of %s to %q: give the flags of the mirror to drain",
-			ErrRefused, CheckpointKey(cfg.Name), cp.SourcePrefix, cp.SourceClusterID, cp.DestPrefix, cfg.Prefix, srcID, cfg.DestPrefix)
+			ErrRefused, CheckpointKey(cfg.Name), cp.SourcePrefix, cp.SourceClusterID, cp.DestPrefix, cfg.Prefix, d.srcID, cfg.DestPrefix)
 	}
-	from := cp.Revision
-	if st.quietRev > 0 {
-		from = st.quietRev
-	}
-	changed, err := changedSince(ctx, cfg, from)
+	changed, err := changedSince(ctx, cfg, d.clock, d.st.Since(cp.Revision))
 	if err != nil {
 		return nil, err
 	}
-	if changed > 0 {
-		st.changes, st.lastChange, st.lastAt, st.quietRev = st.changes+1, changed, time.Now(), 0
+	switch d.st.Checked(cp.Revision, changed, d.clock.Now()) {
+	case core.DrainChanged:
+		return nil, nil
+	case core.DrainWait:
+		_ = backoff.Wait(ctx, d.clock, drainPoll)
 		return nil, nil
 	}
-	if st.quietRev == 0 {
-		st.quietRev, st.quietAt = cp.Revision, time.Now()
-	}
-	if time.Since(st.quietAt) < cfg.Quiet {
-		select {
-		case <-ctx.Done():
-		case <-time.After(drainPoll):
-		}
-		return nil, nil
-	}
-	return fenceCutover(ctx, cfg, srcID, cp.Revision, modRev)
+	return d.fenceCutover(ctx, cp.Revision, modRev)
 }
 
 // fenceCutover writes the cutover record at source revision rev, only if
 // the mirror's checkpoint is still the one at destination revision modRev
 // (the drain's); nil and no error if it moved.
-func fenceCutover(ctx context.Context, cfg DrainConfig, srcID string, rev, modRev int64) (*Cutover, error) {
-	cut := Cutover{SourceClusterID: srcID, SourcePrefix: cfg.Prefix, DestPrefix: cfg.DestPrefix, Revision: rev, CheckpointRev: modRev, Time: time.Now().UTC()}
+func (d *drainer) fenceCutover(ctx context.Context, rev, modRev int64) (*Cutover, error) {
+	cfg := d.cfg
+	cut := Cutover{SourceClusterID: d.srcID, SourcePrefix: cfg.Prefix, DestPrefix: cfg.DestPrefix, Revision: rev, CheckpointRev: modRev, Time: d.clock.Now().UTC()}
 	b, _ := json.Marshal(cut)
 	tctx, tcancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	defer tcancel()
@@ -202,9 +196,10 @@ func fenceCutover(ctx context.Context, cfg DrainConfig, srcID string, rev, modRe
 	return &cut, nil
 }
 
-// waitCheckpoint polls the mirror's checkpoint until it is streaming at
-// head or later; nil when ctx ends first.
-func waitCheckpoint(ctx context.Context, cfg DrainConfig, head int64, st *drainState) (*Checkpoint, int64, error) {
+// waitCheckpoint polls the mirror's checkpoint until it holds the source's
+// revision (core.Drain.CheckpointAt); nil when ctx ends first.
+func (d *drainer) waitCheckpoint(ctx context.Context) (*Checkpoint, int64, error) {
+	cfg := d.cfg
 	for {
 		rctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 		cp, modRev, err := ReadCheckpoint(rctx, cfg.Dest, cfg.Name)
@@ -215,14 +210,11 @@ func waitCheckpoint(ctx context.Context, cfg DrainConfig, head int64, st *drainS
 		if cp == nil {
 			return nil, 0, fmt.Errorf("%w: the destination has no checkpoint of mirror %q (key %q): give the --name of the mirror to drain", ErrRefused, cfg.Name, CheckpointKey(cfg.Name))
 		}
-		st.cpRev = cp.Revision
-		if cp.Phase == PhaseStream && cp.Revision >= head {
+		if d.st.CheckpointAt(*cp) {
 			return cp, modRev, nil
 		}
-		select {
-		case <-ctx.Done():
+		if backoff.Wait(ctx, d.clock, drainPoll) != nil {
 			return nil, 0, nil
-		case <-time.After(drainPoll):
 		}
 	}
 }
@@ -233,7 +225,7 @@ func waitCheckpoint(ctx context.Context, cfg DrainConfig, head int64, st *drainS
 // notification at or past head, which the source sends only when every
 // event up to it has been sent. A watch from past head would get none:
 // nothing can have changed then.
-func changedSince(ctx context.Context, cfg DrainConfig, rev int64) (int64, error) {
+func changedSince(ctx context.Context, cfg DrainConfig, clock clockwork.Clock, rev int64) (int64, error) {
 	wctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), cfg.RequestTimeout)
 	defer cancel()
 	_, head, err := clusterID(wctx, cfg.Source)
@@ -245,13 +237,13 @@ func changedSince(ctx context.Context, cfg DrainConfig, rev int64) (int64, error
 	}
 	key, end := span(cfg.Prefix)
 	ch := cfg.Source.Watch(wctx, key, clientv3.WithRange(end), clientv3.WithRev(rev+1), clientv3.WithCreatedNotify(), clientv3.WithProgressNotify())
-	tick := time.NewTicker(drainPoll)
+	tick := clock.NewTicker(drainPoll)
 	defer tick.Stop()
 	for {
 		select {
 		case <-wctx.Done():
 			return 0, fmt.Errorf("mirror: source watch from revision %d: no progress within %v", rev+1, cfg.RequestTimeout)
-		case <-tick.C:
+		case <-tick.Chan():
 			_ = cfg.Source.RequestProgress(wctx)
 		case resp, ok := <-ch:
 			if err := watchErr(resp, ok); err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/understudy-kv/understudy/mirror/core"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -44,18 +45,6 @@ type reverseMirror struct {
 	owned int64
 }
 
-// failbackPlan is what preflight decided about a failback.
-type failbackPlan struct {
-	// from is the mirror failed back from ("" none): left out of the cycle
-	// check and of the feeders.
-	from string
-	// adopt: the destination's keys it copied are still to be adopted.
-	adopt bool
-	// cutRev is the source revision of its cutover record: destination
-	// versions newer than it are not adopted.
-	cutRev int64
-}
-
 // reversesOf are the mirrors among links that copy self's destination
 // image into self's source prefix.
 func reversesOf(self link, links []link) []link {
@@ -70,49 +59,62 @@ func reversesOf(self link, links []link) []link {
 
 // decideFailback decides, from the --failback flag, this mirror's
 // checkpoint (nil: none) and the reverse mirrors found in the source,
-// whether this mirror fails back and from which mirror, or refuses.
-func decideFailback(self link, failback bool, cp *Checkpoint, found []reverseMirror) (failbackPlan, error) {
+// whether this mirror fails back and from which mirror
+// (core.DecideFailback), or words the refusal.
+func decideFailback(self link, failback bool, cp *Checkpoint, found []reverseMirror) (core.Failback, error) {
+	rs := make([]core.Reverse, len(found))
+	for i, r := range found {
+		rs[i] = core.Reverse{Name: r.link.name, Drained: r.cut != nil, Exact: r.exact(self)}
+		if r.cut != nil {
+			rs[i].CutRev = r.cut.Revision
+		}
+	}
+	plan, refusal := core.DecideFailback(failback, cp, rs)
+	if refusal == core.FailbackAccepted {
+		return plan, nil
+	}
 	stored := ""
 	if cp != nil {
 		stored = cp.FailbackFrom
 	}
-	switch {
-	case len(found) == 0 && failback && stored == "":
-		return failbackPlan{}, fmt.Errorf("%w: --failback: %s finds no mirror in cluster %s that copied its destination (cluster %s %s) into its source: there is nothing to fail back from; start it without --failback",
+	return core.Failback{}, failbackRefusal(refusal, self, stored, found)
+}
+
+// exact reports whether r, and its cutover record, copy exactly self's
+// destination prefix of its destination cluster into its source prefix.
+func (r reverseMirror) exact(self link) bool {
+	return r.cut != nil && r.cut.SourceClusterID == self.dst && r.cut.SourcePrefix == self.dstPrefix && r.cut.DestPrefix == self.srcPrefix &&
+		r.link.srcPrefix == self.dstPrefix && r.link.dstPrefix == self.srcPrefix
+}
+
+// failbackRefusal words a refusal of core.DecideFailback.
+func failbackRefusal(refusal core.FailbackRefusal, self link, stored string, found []reverseMirror) error {
+	switch refusal {
+	case core.NothingToFailBack:
+		return fmt.Errorf("%w: --failback: %s finds no mirror in cluster %s that copied its destination (cluster %s %s) into its source: there is nothing to fail back from; start it without --failback",
 			ErrRefused, self.describe(), self.src, self.dst, prefixName(self.dstPrefix))
-	case len(found) == 0 && failback:
-		// The mirror failed back from was retired since: nothing to leave out.
-		return failbackPlan{from: stored}, nil
-	case len(found) == 0:
-		return failbackPlan{}, nil
-	case len(found) > 1:
+	case core.SeveralReverses:
 		names := make([]string, len(found))
 		for i, r := range found {
 			names[i] = r.describe()
 		}
-		return failbackPlan{}, fmt.Errorf("%w: %s would copy back into its source what %d mirrors copied from its destination: %s; fail back from one mirror at a time (retire the others by deleting their keys under %q in cluster %s)",
+		return fmt.Errorf("%w: %s would copy back into its source what %d mirrors copied from its destination: %s; fail back from one mirror at a time (retire the others by deleting their keys under %q in cluster %s)",
 			ErrRefused, self.describe(), len(found), strings.Join(names, "; "), ReservedPrefix+"<name>/", self.src)
 	}
 	r := found[0]
-	switch {
-	case !failback && r.cut == nil && stored == "":
-		// Never drained: a mirror cycle, as the cycle check says.
-		return failbackPlan{}, nil
-	case !failback:
-		return failbackPlan{}, notFailbackError(self, r, stored)
-	case r.cut == nil:
-		return failbackPlan{}, fmt.Errorf("%w: --failback needs a completed switchover: %s copied into this mirror's source, but cluster %s holds no cutover record %q of it; drain it first (replica mirror drain with its flags, writers stopped), stop it, then start this mirror with --failback",
+	switch refusal {
+	case core.NotAFailback:
+		return notFailbackError(self, r, stored)
+	case core.ReverseNotDrained:
+		return fmt.Errorf("%w: --failback needs a completed switchover: %s copied into this mirror's source, but cluster %s holds no cutover record %q of it; drain it first (replica mirror drain with its flags, writers stopped), stop it, then start this mirror with --failback",
 			ErrRefused, r.link.describe(), self.src, CutoverKey(r.link.name))
-	case r.cut.SourceClusterID != self.dst || r.cut.SourcePrefix != self.dstPrefix || r.cut.DestPrefix != self.srcPrefix ||
-		r.link.srcPrefix != self.dstPrefix || r.link.dstPrefix != self.srcPrefix:
-		return failbackPlan{}, fmt.Errorf("%w: --failback: %s (cutover record %q: source cluster %s %s → %s) is not the reverse of %s: fail back with --prefix %q and a destination prefix %q",
+	case core.ReverseNotExact:
+		return fmt.Errorf("%w: --failback: %s (cutover record %q: source cluster %s %s → %s) is not the reverse of %s: fail back with --prefix %q and a destination prefix %q",
 			ErrRefused, r.link.describe(), CutoverKey(r.link.name), r.cut.SourceClusterID, prefixName(r.cut.SourcePrefix), prefixName(r.cut.DestPrefix),
 			self.describe(), r.link.dstPrefix, r.link.srcPrefix)
-	case stored != "" && stored != r.link.name:
-		return failbackPlan{}, fmt.Errorf("%w: --failback: the checkpoint of mirror %q records a failback from mirror %q, but the mirror to fail back from now is mirror %q; use another --name",
-			ErrRefused, self.name, stored, r.link.name)
 	}
-	return failbackPlan{from: r.link.name, adopt: cp == nil || !cp.Adopted, cutRev: r.cut.Revision}, nil
+	return fmt.Errorf("%w: --failback: the checkpoint of mirror %q records a failback from mirror %q, but the mirror to fail back from now is mirror %q; use another --name",
+		ErrRefused, self.name, stored, r.link.name)
 }
 
 // describe names a reverse mirror and the records it has in the source.
@@ -178,9 +180,9 @@ func (mr *mirror) planFailback(ctx context.Context) error {
 		return err
 	}
 	mr.failback = plan
-	if plan.from != "" {
+	if plan.From != "" {
 		mr.lg.Info("--failback: failing back from the mirror that copied the destination into the source; it is left out of the cycle check, and the keys it wrote are copied",
-			zap.String("from", plan.from), zap.Bool("adopt", plan.adopt), zap.Int64("cutover-revision", plan.cutRev))
+			zap.String("from", plan.From), zap.Bool("adopt", plan.Adopt), zap.Int64("cutover-revision", plan.CutRev))
 	}
 	return nil
 }
@@ -193,12 +195,12 @@ func (mr *mirror) self() link {
 // withoutFailedBack leaves the mirror failed back from out of links of
 // mirrors kept in cluster.
 func (mr *mirror) withoutFailedBack(links []link, cluster string) []link {
-	if mr.failback.from == "" || cluster != mr.sourceID {
+	if mr.failback.From == "" || cluster != mr.sourceID {
 		return links
 	}
 	out := links[:0:0]
 	for _, l := range links {
-		if !(l.name == mr.failback.from && l.src == mr.destID) {
+		if !(l.name == mr.failback.From && l.src == mr.destID) {
 			out = append(out, l)
 		}
 	}

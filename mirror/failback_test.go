@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/understudy-kv/understudy/mirror/core"
 )
 
 // TestReversesOf: a mirror from this mirror's destination cluster into
@@ -48,27 +50,27 @@ func TestDecideFailback(t *testing.T) {
 		failback bool
 		cp       *Checkpoint
 		found    []reverseMirror
-		want     failbackPlan
+		want     core.Failback
 		refused  []string // nil: accepted
 	}{
-		{"no reverse, no flag: a plain mirror", false, nil, nil, failbackPlan{}, nil},
-		{"no reverse, flag", true, nil, nil, failbackPlan{}, []string{"--failback", "nothing to fail back from"}},
-		{"reverse retired after the failback", true, &Checkpoint{FailbackFrom: "ab", Adopted: true}, nil, failbackPlan{from: "ab"}, nil},
-		{"drained reverse, no flag", false, nil, []reverseMirror{drained}, failbackPlan{},
+		{"no reverse, no flag: a plain mirror", false, nil, nil, core.Failback{}, nil},
+		{"no reverse, flag", true, nil, nil, core.Failback{}, []string{"--failback", "nothing to fail back from"}},
+		{"reverse retired after the failback", true, &Checkpoint{FailbackFrom: "ab", Adopted: true}, nil, core.Failback{From: "ab"}, nil},
+		{"drained reverse, no flag", false, nil, []reverseMirror{drained}, core.Failback{},
 			[]string{`mirror "ab"`, strconv.Quote(CheckpointKey("ab")), strconv.Quote(CutoverKey("ab")), strconv.Quote(ownPrefix("ab")), "7 ownership record(s)", "give --failback"}},
-		{"undrained reverse, no flag: the cycle check refuses it", false, nil, []reverseMirror{undrained}, failbackPlan{}, nil},
-		{"undrained reverse, recorded failback, no flag", false, &Checkpoint{FailbackFrom: "ab"}, []reverseMirror{undrained}, failbackPlan{},
+		{"undrained reverse, no flag: the cycle check refuses it", false, nil, []reverseMirror{undrained}, core.Failback{}, nil},
+		{"undrained reverse, recorded failback, no flag", false, &Checkpoint{FailbackFrom: "ab"}, []reverseMirror{undrained}, core.Failback{},
 			[]string{`mirror "ab"`, strconv.Quote(CheckpointKey("ab")), "no cutover record", "cycle", "drain", "restart it with --failback"}},
-		{"restart without the flag", false, &Checkpoint{FailbackFrom: "ab", Adopted: true}, []reverseMirror{drained}, failbackPlan{},
+		{"restart without the flag", false, &Checkpoint{FailbackFrom: "ab", Adopted: true}, []reverseMirror{drained}, core.Failback{},
 			[]string{"records a failback from it", "restart it with --failback"}},
-		{"undrained reverse, flag", true, nil, []reverseMirror{undrained}, failbackPlan{}, []string{"--failback needs a completed switchover", strconv.Quote(CutoverKey("ab"))}},
-		{"cutover of another source", true, nil, []reverseMirror{{link: ab, cut: &otherCut}}, failbackPlan{}, []string{"not the reverse", "cluster C"}},
-		{"narrower reverse", true, nil, []reverseMirror{narrow}, failbackPlan{}, []string{"not the reverse", `--prefix "/p/x/"`}},
-		{"two reverses", true, nil, []reverseMirror{drained, narrow}, failbackPlan{}, []string{"2 mirrors", `mirror "ab"`, `mirror "n"`}},
-		{"another reverse than recorded", true, &Checkpoint{FailbackFrom: "old"}, []reverseMirror{drained}, failbackPlan{}, []string{`failback from mirror "old"`}},
-		{"first failback", true, nil, []reverseMirror{drained}, failbackPlan{from: "ab", adopt: true, cutRev: 42}, nil},
-		{"restart mid-adoption", true, &Checkpoint{FailbackFrom: "ab", AdoptedThrough: "/p/3"}, []reverseMirror{drained}, failbackPlan{from: "ab", adopt: true, cutRev: 42}, nil},
-		{"restart after adoption", true, &Checkpoint{FailbackFrom: "ab", Adopted: true}, []reverseMirror{drained}, failbackPlan{from: "ab", cutRev: 42}, nil},
+		{"undrained reverse, flag", true, nil, []reverseMirror{undrained}, core.Failback{}, []string{"--failback needs a completed switchover", strconv.Quote(CutoverKey("ab"))}},
+		{"cutover of another source", true, nil, []reverseMirror{{link: ab, cut: &otherCut}}, core.Failback{}, []string{"not the reverse", "cluster C"}},
+		{"narrower reverse", true, nil, []reverseMirror{narrow}, core.Failback{}, []string{"not the reverse", `--prefix "/p/x/"`}},
+		{"two reverses", true, nil, []reverseMirror{drained, narrow}, core.Failback{}, []string{"2 mirrors", `mirror "ab"`, `mirror "n"`}},
+		{"another reverse than recorded", true, &Checkpoint{FailbackFrom: "old"}, []reverseMirror{drained}, core.Failback{}, []string{`failback from mirror "old"`}},
+		{"first failback", true, nil, []reverseMirror{drained}, core.Failback{From: "ab", Adopt: true, CutRev: 42}, nil},
+		{"restart mid-adoption", true, &Checkpoint{FailbackFrom: "ab", AdoptedThrough: "/p/3"}, []reverseMirror{drained}, core.Failback{From: "ab", Adopt: true, CutRev: 42}, nil},
+		{"restart after adoption", true, &Checkpoint{FailbackFrom: "ab", Adopted: true}, []reverseMirror{drained}, core.Failback{From: "ab", CutRev: 42}, nil},
 	} {
 		got, err := decideFailback(self, c.failback, c.cp, c.found)
 		if c.refused == nil {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -37,11 +38,13 @@ type leases struct {
 	src, dst *clientv3.Client
 	prefix   string
 	timeout  time.Duration
-	lg       *zap.Logger
-	m        *metrics
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	// clock ticks the list of the source's live leases.
+	clock  clockwork.Clock
+	lg     *zap.Logger
+	m      *metrics
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 	// lostc is signalled when lost gains a lease.
 	lostc chan struct{}
 
@@ -62,8 +65,8 @@ type destLease struct {
 	cancel context.CancelFunc
 }
 
-func newLeases(src, dst *clientv3.Client, prefix string, timeout time.Duration, lg *zap.Logger, m *metrics) *leases {
-	l := &leases{src: src, dst: dst, prefix: prefix, timeout: timeout, lg: lg, m: m, lostc: make(chan struct{}, 1)}
+func newLeases(src, dst *clientv3.Client, prefix string, timeout time.Duration, clock clockwork.Clock, lg *zap.Logger, m *metrics) *leases {
+	l := &leases{src: src, dst: dst, prefix: prefix, timeout: timeout, clock: clock, lg: lg, m: m, lostc: make(chan struct{}, 1)}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.mu.byS, l.mu.lost, l.mu.none = map[int64]*destLease{}, map[int64]bool{}, map[int64]bool{}
 	return l
@@ -224,16 +227,17 @@ func (l *leases) loseAgain(srcs []int64) {
 	}
 }
 
-// watchSource lists the source's live leases once a second and revokes
-// the destination leases of those that ended, until ctx ends.
+// watchSource lists the source's live leases once a second (of the
+// mirror's clock) and revokes the destination leases of those that ended,
+// until ctx ends.
 func (l *leases) watchSource(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+	t := l.clock.NewTicker(time.Second)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 		alive, gen, err := l.sourceLeases(ctx)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/understudy-kv/understudy/backoff"
 	"github.com/understudy-kv/understudy/mirror/core"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -36,7 +37,10 @@ var (
 
 // mirror is one running mirror. Its loop (Run) is the only writer of the
 // destination's mirrored keys; the lease keeper and the stall watchdog are
-// its other goroutines.
+// its other goroutines. Its state is st (core.State): the loop does the
+// I/O, then the transition that takes its outcome. The other fields are
+// fixed before the first step, but for what the mirror knows of the
+// source's other mirrors (feeders) and of leases (leases).
 type mirror struct {
 	cfg       Config
 	lg        *zap.Logger
@@ -44,35 +48,17 @@ type mirror struct {
 	m         *metrics
 	sourceID  string
 	destID    string
-	cp        *Checkpoint
-	cpModRev  int64 // the checkpoint's ModRevision in the destination; 0 if none
 	cpKey     string
 	ownPrefix string
-	// token is this process's mark in the checkpoints it writes.
-	token string
-	// noneOwned: with no checkpoint, the destination has no ownership
-	// record of this mirror either (a first sync has nothing to sweep).
-	noneOwned bool
 	leases    *leases
+	// failback is what preflight decided about a failback (failback.go);
+	// whether the adoption is still to do is st's.
+	failback core.Failback
+	// feeders are the mirrors writing into the source under the prefix
+	// (cyclecheck.go, links.go).
+	feeders feeders
 
-	// Cycles (cyclecheck.go): feeders are the mirrors writing into the
-	// source under the prefix, as of source revision feedersRev;
-	// sourceHidden that the source's checkpoints cannot be read; claimRev
-	// the revision of this mirror's first checkpoint write, before
-	// anything was copied; cycleDue that the check must run before the
-	// next write.
-	feeders    []link
-	feedersRev int64
-	// links follows the source's mirror checkpoints while the mirror
-	// watches the source (links.go), or nil.
-	links        *linkFollower
-	sourceHidden bool
-	claimRev     int64
-	cycleDue     bool
-	checkedAt    time.Time
-
-	// failback is what preflight decided about a failback (failback.go).
-	failback failbackPlan
+	st *core.State
 }
 
 // Run mirrors until ctx ends; it returns nil then. It returns an error
@@ -90,16 +76,12 @@ func Run(ctx context.Context, cfg Config) error {
 		clock = clockwork.NewRealClock()
 	}
 	mr := &mirror{cfg: cfg, lg: cfg.Logger, clock: clock, m: newMetrics(cfg.Registerer, clock), cpKey: CheckpointKey(cfg.Name),
-		ownPrefix: ownPrefix(cfg.Name), token: newToken()}
+		ownPrefix: ownPrefix(cfg.Name), st: core.NewState(newToken(), cfg.CycleCheckInterval)}
 	if err := mr.preflight(ctx); err != nil {
 		return err
 	}
-	if change, err := mr.checkPolicy(); err != nil {
+	if err := mr.checkPolicy(ctx); err != nil {
 		return err
-	} else if change != policySame {
-		if err := mr.writePolicy(ctx); err != nil {
-			return err
-		}
 	}
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(ctx)
@@ -107,7 +89,7 @@ func Run(ctx context.Context, cfg Config) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); mr.watchdog(ctx) }()
 	if !cfg.NoLeases {
-		mr.leases = newLeases(cfg.Source, cfg.Dest, leaseKeyPrefix(cfg.Name), cfg.RequestTimeout, mr.lg, mr.m)
+		mr.leases = newLeases(cfg.Source, cfg.Dest, leaseKeyPrefix(cfg.Name), cfg.RequestTimeout, clock, mr.lg, mr.m)
 		defer mr.leases.close()
 		if err := mr.retry(ctx, "reading the lease mappings", mr.leases.load); err != nil {
 			return nil // ctx ended
@@ -119,32 +101,29 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // loop runs steps until ctx ends or one is fatal, reacting to each
-// step's outcome as core.React says.
+// step's outcome as the state says (core.State.Stepped).
 func (mr *mirror) loop(ctx context.Context) error {
-	backoff := mr.newBackoff()
+	b := mr.newBackoff()
 	for ctx.Err() == nil {
 		err := mr.step(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		switch core.React(outcome(err)) {
+		rev := mr.st.Revision()
+		switch mr.st.Stepped(outcome(err)) {
 		case core.Stop:
 			return err
 		case core.SyncAgain:
-			mr.lg.Warn("the source compacted past the checkpoint; syncing in full again", zap.Int64("checkpoint", mr.cp.Revision))
+			mr.lg.Warn("the source compacted past the checkpoint; syncing in full again", zap.Int64("checkpoint", rev))
 			mr.m.resyncs.Inc()
-			next := core.Resync(*mr.cp)
-			mr.cp = &next // written with the first page of the new sync
-			backoff.Reset()
+			b.Reset()
 		case core.Retry:
 		case core.BackOff:
 			mr.m.failing(err)
-			d := backoff.Next()
+			d := b.Next()
 			mr.lg.Warn("mirror interrupted; resuming from the checkpoint", zap.Error(err), zap.Duration("after", d))
-			select {
-			case <-ctx.Done():
+			if backoff.Wait(ctx, mr.clock, d) != nil {
 				return nil
-			case <-mr.clock.After(d):
 			}
 			// The write may or may not have landed: the checkpoint says.
 			if err := mr.reload(ctx); errors.Is(err, errFenced) {
@@ -153,13 +132,13 @@ func (mr *mirror) loop(ctx context.Context) error {
 				mr.lg.Warn("cannot read the checkpoint", zap.Error(err))
 			}
 		default:
-			backoff.Reset()
+			b.Reset()
 		}
 	}
 	return nil
 }
 
-// outcome classifies a step's error for core.React.
+// outcome classifies a step's error for core.State.Stepped.
 func outcome(err error) core.Outcome {
 	switch {
 	case err == nil:
@@ -179,7 +158,7 @@ func (mr *mirror) step(ctx context.Context) error {
 	if err := mr.checkSource(ctx); err != nil {
 		return err
 	}
-	step := core.NextStep(mr.cp, mr.failback.adopt)
+	step := mr.st.Next()
 	if step == core.StepAdopt {
 		return mr.adopt(ctx)
 	}
@@ -206,17 +185,16 @@ func (mr *mirror) retry(ctx context.Context, what string, f func(context.Context
 		mr.m.failing(err)
 		d := b.Next()
 		mr.lg.Warn(what, zap.Error(err), zap.Duration("retry-after", d))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-mr.clock.After(d):
+		if err := backoff.Wait(ctx, mr.clock, d); err != nil {
+			return err
 		}
 	}
 }
 
 // reload reads the checkpoint back after an interrupted write: an
-// unchanged one, or one this process wrote, is resumed from; one another
-// process wrote fences this one off.
+// unchanged one, or one this process wrote, is resumed from, and so is an
+// older one (a restored destination); one another process wrote fences
+// this one off (core.State.Reloaded).
 func (mr *mirror) reload(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(ctx, mr.cfg.RequestTimeout)
 	defer cancel()
@@ -224,25 +202,17 @@ func (mr *mirror) reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case modRev == mr.cpModRev:
-	case cp != nil && modRev < mr.cpModRev:
-		// A destination's revisions never go back but by a restore: it
-		// was restored from a backup behind this mirror's last write. Its
-		// keys and this checkpoint were written together, so the mirror
-		// resumes from it and copies again what the restore took back.
+	wrote, wroteAt := mr.st.Revision(), mr.st.ModRev()
+	switch mr.st.Reloaded(cp, modRev) {
+	case core.ReloadRestored:
+		// Its keys and this checkpoint were written together: the mirror
+		// copies again what the restore took back.
 		mr.lg.Warn("the destination's checkpoint is older than this mirror's last write: the destination was restored from a backup; resuming from its checkpoint",
-			zap.Int64("checkpoint", cp.Revision), zap.Int64("last-written", mr.cp.Revision),
-			zap.Int64("dest-revision", modRev), zap.Int64("last-written-dest-revision", mr.cpModRev))
-		mr.cp, mr.cpModRev = cp, modRev
-	case cp != nil && cp.Token == mr.token:
+			zap.Int64("checkpoint", cp.Revision), zap.Int64("last-written", wrote),
+			zap.Int64("dest-revision", modRev), zap.Int64("last-written-dest-revision", wroteAt))
+	case core.ReloadLanded:
 		mr.lg.Info("a write whose outcome was unknown had landed; resuming from it", zap.Int64("checkpoint", cp.Revision), zap.Int64("dest-revision", modRev))
-		if mr.cpModRev == 0 {
-			// The claim landed: check for cycles before the next write.
-			mr.claimRev, mr.cycleDue = modRev, true
-		}
-		mr.cp, mr.cpModRev = cp, modRev
-	default:
+	case core.ReloadFenced:
 		return mr.fenced(cp, modRev)
 	}
 	return nil
@@ -253,31 +223,38 @@ func (mr *mirror) fenced(cp *Checkpoint, modRev int64) error {
 		return fmt.Errorf("%w (its checkpoint %q was deleted)", errFenced, mr.cpKey)
 	}
 	return fmt.Errorf("%w (checkpoint %q rewritten at destination revision %d by process token %s at %s; this process is %s)",
-		errFenced, mr.cpKey, modRev, cp.Token, cp.Updated.Format(time.RFC3339Nano), mr.token)
+		errFenced, mr.cpKey, modRev, cp.Token, cp.Updated.Format(time.RFC3339Nano), mr.st.Token())
 }
 
 // commit writes ops and the next checkpoint in one transaction, only if
 // the checkpoint is still the one this mirror last wrote; it returns the
-// responses to ops. Puts skipped because the mirror does not own their
-// keys are logged and counted.
+// responses to ops. A cycle check that is due runs first; the first write
+// of changes is preceded by the claim of the image (core.State.Claim).
 func (mr *mirror) commit(ctx context.Context, ops []owned, next Checkpoint) ([]*pb.ResponseOp, error) {
 	if err := mr.recheck(ctx); err != nil {
 		return nil, err
 	}
-	if mr.cpModRev == 0 && len(ops) > 0 && mr.cp != nil {
-		// Claim the image (checked for cycles) before the first key.
-		if _, err := mr.commit(ctx, nil, *mr.cp); err != nil {
+	if claim, ok := mr.st.Claim(len(ops) > 0); ok {
+		if _, err := mr.write(ctx, nil, claim); err != nil {
 			return nil, err
 		}
 	}
-	creating := mr.cpModRev == 0
-	next.Updated, next.Token = mr.clock.Now().UTC(), mr.token
+	return mr.write(ctx, ops, next)
+}
+
+// write is one destination transaction: ops and the checkpoint next,
+// fenced on the checkpoint's ModRevision (core.State.Write), its outcome
+// fed back (Committed; a failed compare reloads). Right after the claim it
+// checks for cycles. Puts skipped because the mirror does not own their
+// keys are logged and counted.
+func (mr *mirror) write(ctx context.Context, ops []owned, next Checkpoint) ([]*pb.ResponseOp, error) {
+	w := mr.st.Write(next, mr.clock.Now().UTC())
 	txnOps := make([]clientv3.Op, 0, len(ops)+1)
 	for _, o := range ops {
 		txnOps = append(txnOps, o.op)
 	}
-	txnOps = append(txnOps, clientv3.OpPut(mr.cpKey, next.Encode()))
-	cmp := clientv3.Compare(clientv3.ModRevision(mr.cpKey), "=", mr.cpModRev)
+	txnOps = append(txnOps, clientv3.OpPut(mr.cpKey, w.Checkpoint.Encode()))
+	cmp := clientv3.Compare(clientv3.ModRevision(mr.cpKey), "=", w.IfModRev)
 	tctx, cancel := context.WithTimeout(ctx, mr.cfg.RequestTimeout)
 	resp, err := mr.cfg.Dest.Txn(tctx).If(cmp).Then(txnOps...).Commit()
 	cancel()
@@ -291,10 +268,8 @@ func (mr *mirror) commit(ctx context.Context, ops []owned, next Checkpoint) ([]*
 		}
 		return nil, errLanded
 	}
-	mr.cp, mr.cpModRev = &next, resp.Header.Revision
 	mr.m.committed(mr.clock.Now())
-	if creating {
-		mr.claimRev, mr.cycleDue = mr.cpModRev, true
+	if mr.st.Committed(w, resp.Header.Revision) {
 		if err := mr.recheck(ctx); err != nil {
 			return nil, err
 		}
@@ -310,7 +285,7 @@ func (mr *mirror) commit(ctx context.Context, ops []owned, next Checkpoint) ([]*
 
 // commitResp writes ops with the checkpoint unchanged.
 func (mr *mirror) commitResp(ctx context.Context, ops []owned) ([]*pb.ResponseOp, error) {
-	return mr.commit(ctx, ops, *mr.cp)
+	return mr.commit(ctx, ops, *mr.st.Checkpoint())
 }
 
 // mapping is the mirror's prefix mapping.
@@ -324,10 +299,10 @@ func (mr *mirror) mapKey(k []byte) string { return mr.mapping().Map(k) }
 // unmapKey is a destination key's name in the source.
 func (mr *mirror) unmapKey(k []byte) string { return mr.mapping().Unmap(k) }
 
-// fresh is a checkpoint of this mirror with nothing applied yet.
-func (mr *mirror) fresh() Checkpoint {
-	return Checkpoint{SourceClusterID: mr.sourceID, SourcePrefix: mr.cfg.Prefix, DestPrefix: mr.cfg.DestPrefix, Policy: mr.cfg.Policy.String(),
-		FailbackFrom: mr.failback.from, Adopted: mr.failback.from != "" && !mr.failback.adopt}
+// identity is this mirror's checkpoint with nothing applied, but for a
+// failback (core.State adds it).
+func (mr *mirror) identity() Checkpoint {
+	return Checkpoint{SourceClusterID: mr.sourceID, SourcePrefix: mr.cfg.Prefix, DestPrefix: mr.cfg.DestPrefix, Policy: mr.cfg.Policy.String()}
 }
 
 // span is the key range of a prefix: key and range end, the whole
@@ -350,7 +325,9 @@ func newToken() string {
 	return hex.EncodeToString(b)
 }
 
-// newBackoff is core.Backoff with random jitter.
-func (mr *mirror) newBackoff() *core.Backoff {
-	return core.NewBackoff(func(n time.Duration) time.Duration { return rand.N(n + 1) })
+// newBackoff is the mirror's backoff: 100 ms doubling to 5 s, each wait
+// between half the delay and the delay.
+func (mr *mirror) newBackoff() *backoff.Exponential {
+	return &backoff.Exponential{Initial: 100 * time.Millisecond, Max: 5 * time.Second,
+		Jitter: func(n time.Duration) time.Duration { return rand.N(n + 1) }}
 }

@@ -48,7 +48,7 @@ func (mr *mirror) mirrored(ctx context.Context, kvs []*mvccpb.KeyValue) (core.Ve
 	if err := mr.refreshFeeders(ctx, newest); err != nil {
 		return nil, err
 	}
-	for _, f := range mr.feeders {
+	for _, f := range mr.feeders.list {
 		var mine []*mvccpb.KeyValue
 		lo, hi := "", ""
 		for _, kv := range kvs {

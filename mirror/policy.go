@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/understudy-kv/understudy/mirror/core"
 	"go.uber.org/zap"
 )
 
@@ -14,34 +15,13 @@ import (
 // cannot quietly change what the mirror does to keys it did not write: a
 // mirror started with --prune and restarted without it would otherwise
 // leave behind the keys it had been deleting, and one restarted with
-// --prune would delete keys the first run had promised to keep.
+// --prune would delete keys the first run had promised to keep. The
+// decision is core.DecidePolicy's (core.State.TakePolicy).
 
-// policyChange is what a restart does about the checkpoint's policy.
-type policyChange int
-
-const (
-	// policySame: the checkpoint's policy is the mirror's.
-	policySame policyChange = iota
-	// policyAdopt: the checkpoint predates stored policies; the mirror
-	// writes its own into it.
-	policyAdopt
-	// policyReset: --reset-policy replaces the checkpoint's policy.
-	policyReset
-)
-
-// decidePolicy compares the policy stored in a checkpoint ("" in one
-// written before policies were stored) with the mirror's, and refuses a
-// different one unless reset.
-func decidePolicy(stored string, current Policy, reset bool, name string) (policyChange, error) {
-	switch {
-	case stored == current.String():
-		return policySame, nil
-	case stored == "":
-		return policyAdopt, nil
-	case reset:
-		return policyReset, nil
-	}
-	return policySame, fmt.Errorf("%w: the checkpoint of mirror %q was written under policy %s (%s), and this mirror runs with policy %s (%s); restart it with %s, or give --reset-policy to write under %s from now on",
+// policyRefusal words core.PolicyRefused: the checkpoint of the mirror
+// named name stores policy stored, and the mirror runs with current.
+func policyRefusal(stored string, current Policy, name string) error {
+	return fmt.Errorf("%w: the checkpoint of mirror %q was written under policy %s (%s), and this mirror runs with policy %s (%s); restart it with %s, or give --reset-policy to write under %s from now on",
 		ErrRefused, name, stored, policyFlags(stored), current, policyFlags(current.String()), policyFlags(stored), current)
 }
 
@@ -56,39 +36,30 @@ func policyFlags(p string) string {
 	return "neither --overwrite nor --prune"
 }
 
-// checkPolicy applies decidePolicy to the loaded checkpoint: the mirror's
-// policy goes into the checkpoint in memory, and policyChange says
-// whether it must be written.
-func (mr *mirror) checkPolicy() (policyChange, error) {
-	if mr.cp == nil {
-		return policySame, nil
+// checkPolicy applies core.State.TakePolicy to the loaded checkpoint: the
+// mirror's policy goes into the checkpoint, written at once if it was
+// adopted or reset. A write that fails is not fatal: every later
+// checkpoint carries the policy too.
+func (mr *mirror) checkPolicy(ctx context.Context) error {
+	stored := ""
+	if cp := mr.st.Checkpoint(); cp != nil {
+		stored = cp.Policy
 	}
-	change, err := decidePolicy(mr.cp.Policy, mr.cfg.Policy, mr.cfg.ResetPolicy, mr.cfg.Name)
-	if err != nil {
-		return change, err
-	}
+	change, write := mr.st.TakePolicy(mr.cfg.Policy, mr.cfg.ResetPolicy)
 	switch change {
-	case policyAdopt:
+	case core.PolicyRefused:
+		return policyRefusal(stored, mr.cfg.Policy, mr.cfg.Name)
+	case core.PolicyAdopt:
 		mr.lg.Info("the checkpoint records no policy (written by an older mirror); adopting this mirror's",
 			zap.String("checkpoint", mr.cpKey), zap.Stringer("policy", mr.cfg.Policy))
-	case policyReset:
+	case core.PolicyReset:
 		mr.lg.Warn("--reset-policy: the checkpoint's policy is replaced",
-			zap.String("checkpoint", mr.cpKey), zap.String("was", mr.cp.Policy), zap.Stringer("policy", mr.cfg.Policy))
+			zap.String("checkpoint", mr.cpKey), zap.String("was", stored), zap.Stringer("policy", mr.cfg.Policy))
 	}
-	next := *mr.cp
-	next.Policy = mr.cfg.Policy.String()
-	mr.cp = &next
-	return change, nil
-}
-
-// writePolicy writes an adopted or reset policy into the checkpoint now,
-// rather than with the mirror's next change. A write that fails is not
-// fatal: every later checkpoint carries the policy too.
-func (mr *mirror) writePolicy(ctx context.Context) error {
-	if mr.cpModRev == 0 {
-		return nil // not written yet: the first write carries it
+	if !write {
+		return nil
 	}
-	_, err := mr.commit(ctx, nil, *mr.cp)
+	_, err := mr.commit(ctx, nil, *mr.st.Checkpoint())
 	switch {
 	case err == nil:
 		mr.lg.Info("wrote the policy into the checkpoint", zap.Stringer("policy", mr.cfg.Policy))

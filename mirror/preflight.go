@@ -28,7 +28,10 @@ func clusterID(ctx context.Context, cli *clientv3.Client) (string, int64, error)
 //     (the mirror would copy its own writes, forever), or a cycle through
 //     other mirrors whose checkpoints it can read (checkCycles);
 //   - a destination prefix that another source's mirror writes;
-//   - this mirror's own checkpoint written for another source or mapping.
+//   - this mirror's own checkpoint written for another source or mapping;
+//   - a first sync under Keep into an image holding keys it did not write.
+//
+// What it read starts the state (core.State.Start).
 func (mr *mirror) preflight(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*mr.cfg.RequestTimeout)
 	defer cancel()
@@ -48,53 +51,60 @@ func (mr *mirror) preflight(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mr.checkedAt = mr.clock.Now()
+	mr.st.CycleChecked(mr.clock.Now(), core.NoCycle)
 	if err := mr.checkDestCheckpoints(cps); err != nil {
 		return err
 	}
-	mr.cp, mr.cpModRev, err = ReadCheckpoint(ctx, mr.cfg.Dest, mr.cfg.Name)
+	start, err := mr.readStart(ctx)
 	if err != nil {
 		return err
 	}
-	if mr.cp == nil {
-		resp, err := mr.cfg.Dest.Get(ctx, ownPrefix(mr.cfg.Name), clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err != nil {
-			return fmt.Errorf("mirror: destination ownership records: %w", err)
+	switch mr.st.Start(start) {
+	case core.BeginSync:
+		if mr.cfg.Policy == Keep {
+			return mr.refuseUnowned(ctx)
 		}
-		mr.noneOwned = resp.Count == 0
-	}
-	if mr.cp == nil && mr.cfg.Rev == 0 && mr.cfg.Policy == Keep && mr.failback.from == "" {
-		n, sample, err := unowned(ctx, mr.cfg.Dest, mr.cfg.DestPrefix, mr.cfg.Name, mr.cfg.PageSize, 5)
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			return fmt.Errorf("%w: the destination already holds %d key(s) in %s that this mirror did not write (%s): give --overwrite to copy the source over them and keep every other key (the mirror deletes only keys it wrote), or --prune to make %s an exact copy of the source (deleting the keys the source does not have)",
-				ErrRefused, n, image(mr.cfg.DestPrefix), quoteSample(sample, n), image(mr.cfg.DestPrefix))
-		}
-	}
-	switch {
-	case mr.cp != nil && mr.cfg.Resync:
-		mr.lg.Warn("--resync: syncing in full again; the checkpoint's revision is not resumed from", zap.Int64("revision", mr.cp.Revision))
-		next := core.Resync(*mr.cp)
-		mr.cp = &next // written with the first page of the new sync
-	case mr.cp != nil:
-		mr.lg.Info("resuming from the checkpoint", zap.String("phase", mr.cp.Phase), zap.Int64("revision", mr.cp.Revision), zap.String("synced-through", mr.cp.SyncedThrough))
+	case core.BeginResync:
+		mr.lg.Warn("--resync: syncing in full again; the checkpoint's revision is not resumed from", zap.Int64("revision", start.Checkpoint.Revision))
+	case core.BeginResume:
+		cp := start.Checkpoint
+		mr.lg.Info("resuming from the checkpoint", zap.String("phase", cp.Phase), zap.Int64("revision", cp.Revision), zap.String("synced-through", cp.SyncedThrough))
 		if mr.cfg.Rev > 0 {
 			mr.lg.Warn("--rev ignored: the checkpoint says where to resume", zap.Int64("rev", mr.cfg.Rev))
 		}
-	case mr.cfg.Rev > 0:
-		cp := mr.fresh()
-		cp.Phase, cp.Revision = PhaseStream, mr.cfg.Rev-1
-		mr.cp = &cp // written (claimed) before the first revision is applied
+	case core.BeginAtRev:
 		mr.lg.Info("streaming from --rev without an initial sync", zap.Int64("rev", mr.cfg.Rev))
-	case mr.failback.from != "":
-		// A failback takes over the image's keys the mirror failed back
-		// from copied and leaves the others alone (no refusal under Keep);
-		// its first adoption claims the image.
-		cp := mr.fresh()
-		cp.Phase = PhaseSync
-		mr.cp = &cp
+	}
+	return nil
+}
+
+// readStart reads this mirror's checkpoint and, if it has none, whether
+// the destination holds ownership records of it.
+func (mr *mirror) readStart(ctx context.Context) (core.Start, error) {
+	in := core.Start{Identity: mr.identity(), Failback: mr.failback, Resync: mr.cfg.Resync, Rev: mr.cfg.Rev}
+	var err error
+	in.Checkpoint, in.ModRev, err = ReadCheckpoint(ctx, mr.cfg.Dest, mr.cfg.Name)
+	if err != nil || in.Checkpoint != nil {
+		return in, err
+	}
+	resp, err := mr.cfg.Dest.Get(ctx, ownPrefix(mr.cfg.Name), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return in, fmt.Errorf("mirror: destination ownership records: %w", err)
+	}
+	in.NoneOwned = resp.Count == 0
+	return in, nil
+}
+
+// refuseUnowned refuses a first sync under Keep into an image that holds
+// keys the mirror did not write.
+func (mr *mirror) refuseUnowned(ctx context.Context) error {
+	n, sample, err := unowned(ctx, mr.cfg.Dest, mr.cfg.DestPrefix, mr.cfg.Name, mr.cfg.PageSize, 5)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return fmt.Errorf("%w: the destination already holds %d key(s) in %s that this mirror did not write (%s): give --overwrite to copy the source over them and keep every other key (the mirror deletes only keys it wrote), or --prune to make %s an exact copy of the source (deleting the keys the source does not have)",
+			ErrRefused, n, image(mr.cfg.DestPrefix), quoteSample(sample, n), image(mr.cfg.DestPrefix))
 	}
 	return nil
 }

@@ -65,11 +65,7 @@ func (mr *mirror) restore(ctx context.Context, srcs []int64) (err error) {
 	if len(keys) == 0 {
 		return nil
 	}
-	var rev int64
-	if mr.cp != nil && mr.cp.Phase == PhaseStream && mr.cp.From > 0 {
-		rev = mr.cp.Revision
-	}
-	kvs, err := mr.readKeys(ctx, keys, rev)
+	kvs, err := mr.readKeys(ctx, keys, mr.st.RestoreAt())
 	if errors.Is(err, errCompacted) {
 		kvs, err = mr.readKeys(ctx, keys, 0)
 	}

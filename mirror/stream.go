@@ -4,166 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/understudy-kv/understudy/mirror/core"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// sourceWatch is an open watch of the source prefix. Its pump takes every
-// response off the watch channel as it arrives and queues it here, so
-// that when the mirror falls behind (a slow destination commit, a pause)
-// the next transaction carries the whole backlog: clientv3 hands a
-// consumer one response at a time, and a loop that took only what its
-// channel held at once would go on committing a revision or two per
-// transaction, never catching up while the source writes at the pace of
-// its commits.
-type sourceWatch struct {
-	ctx    context.Context // the watch's: RequestProgress finds the stream by it
-	cancel context.CancelFunc
-	// ready holds a token once responses or the watch's end are queued.
-	ready chan struct{}
-	done  chan struct{} // closed when the pump has stopped
-
-	// links is the link follower on the watch's stream, or nil.
-	links *linkFollower
-
-	mu      sync.Mutex
-	pending []clientv3.WatchResponse
-	err     error // why the watch ended; nothing is queued after it
-}
-
-// openWatch watches the source prefix from revision from on, waits for
-// the source to accept it, and starts its pump.
-func (mr *mirror) openWatch(ctx context.Context, from int64) (*sourceWatch, error) {
-	key, end := span(mr.cfg.Prefix)
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	w := &sourceWatch{ctx: wctx, cancel: cancel, ready: make(chan struct{}, 1), done: make(chan struct{})}
-	ch := mr.cfg.Source.Watch(wctx, key, clientv3.WithRange(end), clientv3.WithRev(from), clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
-	t := time.NewTimer(mr.cfg.RequestTimeout)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		cancel()
-		return nil, ctx.Err()
-	case <-t.C:
-		cancel()
-		return nil, fmt.Errorf("mirror: source watch from revision %d: not created within %v", from, mr.cfg.RequestTimeout)
-	case resp, ok := <-ch:
-		if err := watchErr(resp, ok); err != nil {
-			cancel()
-			return nil, err
-		}
-		if !resp.Created {
-			w.pending = append(w.pending, resp)
-		}
-	}
-	if err := mr.followLinksOn(wctx, w); err != nil {
-		cancel()
-		return nil, err
-	}
-	go w.pump(ch)
-	return w, nil
-}
-
-// followLinksOn reads the source's links and starts the link follower on
-// w's stream, from the revision after the read; w.stop stops it. A source
-// whose checkpoints cannot be read has none to follow.
-func (mr *mirror) followLinksOn(wctx context.Context, w *sourceWatch) error {
-	if mr.cfg.CopyMirrored {
-		return nil // feeders are never asked for
-	}
-	rctx, cancel := context.WithTimeout(wctx, 3*mr.cfg.RequestTimeout)
-	all, rev, err := mr.sourceLinks(rctx)
-	cancel()
-	if err != nil {
-		return err
-	}
-	if mr.sourceHidden {
-		return nil
-	}
-	mr.setFeeders(mr.feedersOf(mr.withoutFailedBack(all, mr.sourceID)), rev)
-	mr.links = mr.followLinks(wctx, all, rev+1)
-	w.links = mr.links
-	return nil
-}
-
-// pump queues the watch's responses until the watch ends.
-func (w *sourceWatch) pump(ch clientv3.WatchChan) {
-	defer close(w.done)
-	for {
-		resp, ok := <-ch
-		err := watchErr(resp, ok)
-		w.mu.Lock()
-		if err != nil {
-			w.err = err
-		} else {
-			w.pending = append(w.pending, resp)
-		}
-		w.mu.Unlock()
-		if err == nil && len(resp.Events) > 0 && w.links != nil {
-			w.links.kick()
-		}
-		select {
-		case w.ready <- struct{}{}:
-		default: // a token is already waiting
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// take returns up to n queued responses, the oldest first, and why the
-// watch ended once nothing is left before its end.
-func (w *sourceWatch) take(n int) ([]clientv3.WatchResponse, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.pending) > n {
-		out := w.pending[:n:n]
-		w.pending = w.pending[n:]
-		return out, nil
-	}
-	out := w.pending
-	w.pending = nil
-	return out, w.err
-}
-
-// poll reports whether the watch has ended, without waiting: how a sync
-// learns early that it must start again.
-func (w *sourceWatch) poll() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
-}
-
-// stop ends the watch and waits for its pump, and its link follower's.
-func (w *sourceWatch) stop() {
-	w.cancel()
-	<-w.done
-	if w.links != nil {
-		w.links.stop()
-	}
-}
-
-// watchErr is what a watch response says went wrong: compaction means a
-// new full sync.
-func watchErr(resp clientv3.WatchResponse, ok bool) error {
-	switch {
-	case !ok:
-		return errors.New("mirror: source watch closed")
-	case resp.CompactRevision != 0 || errors.Is(resp.Err(), rpctypes.ErrCompacted):
-		return errCompacted
-	case resp.Err() != nil:
-		return fmt.Errorf("mirror: source watch: %w", resp.Err())
-	case resp.Canceled:
-		return fmt.Errorf("mirror: source watch canceled: %s", resp.CancelReason)
-	}
-	return nil
-}
 
 // passResponses bounds the watch responses one pass of the stream loop
 // applies (in as few transactions as MaxTxnOps allows), so that a long
@@ -183,7 +29,7 @@ const passResponses = 512
 func (mr *mirror) stream(ctx context.Context, w *sourceWatch) error {
 	if w == nil {
 		var err error
-		if w, err = mr.openWatch(ctx, mr.cp.Revision+1); err != nil {
+		if w, err = mr.openWatch(ctx, mr.st.Revision()+1); err != nil {
 			return err
 		}
 	}
@@ -235,28 +81,38 @@ func (mr *mirror) stream(ctx context.Context, w *sourceWatch) error {
 		if failed != nil {
 			return errors.Join(mr.apply(ctx, events), failed)
 		}
-		if progress > 0 {
-			if err := mr.suspectSource(ctx, progress); err != nil {
-				return err
-			}
+		if err := mr.pass(ctx, events, progress, &lastProgress); err != nil {
+			return err
 		}
-		pos := progress // a progress notification's
-		if n := len(events); n > 0 {
-			pos = max(pos, events[n-1].Kv.ModRevision)
-		}
-		mr.m.sourceAt(pos, mr.clock.Now())
-		if len(events) > 0 {
-			if err := mr.apply(ctx, events); err != nil {
-				return err
-			}
-		} else if next, ok := core.ProgressCheckpoint(*mr.cp, progress, mr.clock.Now(), lastProgress, mr.cfg.ProgressInterval); ok {
-			if _, err := mr.commit(ctx, nil, next); err != nil {
-				return err
-			}
-			lastProgress = mr.clock.Now()
-		}
-		mr.m.appliedAt(mr.cp.Revision)
 	}
+}
+
+// pass applies one pass's events, or, with none, moves the idle mirror's
+// checkpoint to the revision a progress notification reported (at most
+// every ProgressInterval; lastProgress is when it last did).
+func (mr *mirror) pass(ctx context.Context, events []*mvccpb.Event, progress int64, lastProgress *time.Time) error {
+	if progress > 0 {
+		if err := mr.suspectSource(ctx, progress); err != nil {
+			return err
+		}
+	}
+	pos := progress // a progress notification's
+	if n := len(events); n > 0 {
+		pos = max(pos, events[n-1].Kv.ModRevision)
+	}
+	mr.m.sourceAt(pos, mr.clock.Now())
+	if len(events) > 0 {
+		if err := mr.apply(ctx, events); err != nil {
+			return err
+		}
+	} else if next, ok := mr.st.Idle(progress, mr.clock.Now(), *lastProgress, mr.cfg.ProgressInterval); ok {
+		if _, err := mr.commit(ctx, nil, next); err != nil {
+			return err
+		}
+		*lastProgress = mr.clock.Now()
+	}
+	mr.m.appliedAt(mr.st.Revision())
+	return nil
 }
 
 // unansweredProgress is how many progress requests in a row may go
@@ -323,7 +179,7 @@ func (mr *mirror) apply(ctx context.Context, events []*mvccpb.Event) error {
 	if err := mr.ensureLeases(ctx, foreign.NotIn(kvs)); err != nil {
 		return err
 	}
-	for _, t := range core.Plan(*mr.cp, events, mr.budget(), mr.mapping(), foreign) {
+	for _, t := range core.Plan(*mr.st.Checkpoint(), events, mr.budget(), mr.mapping(), foreign) {
 		if _, err := mr.commit(ctx, mr.opsOf(t.Changes), t.Checkpoint); err != nil {
 			return err
 		}

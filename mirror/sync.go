@@ -32,31 +32,31 @@ import (
 // source has compacted H away before the watch opens (the mirror was
 // interrupted), the sync starts again from the first key.
 func (mr *mirror) sync(ctx context.Context) (*sourceWatch, error) {
-	if core.SyncFromScratch(mr.cp) {
+	if mr.st.SyncFromScratch() {
 		head, err := mr.sourceHead(ctx)
 		if err != nil {
 			return nil, err
 		}
-		next := core.StartSync(mr.fresh(), mr.cp, mr.noneOwned, head)
-		if _, err := mr.commit(ctx, nil, next); err != nil {
+		if _, err := mr.commit(ctx, nil, mr.st.StartSync(head)); err != nil {
 			return nil, err
 		}
 	}
-	w, err := mr.openWatch(ctx, mr.cp.Revision+1)
+	w, err := mr.openWatch(ctx, mr.st.Revision()+1)
 	if err != nil {
 		return nil, err
 	}
-	if err := mr.copyAll(ctx, w); err != nil {
+	compare, sweep := mr.st.SyncPlan(mr.cfg.Policy)
+	if err := mr.copyAll(ctx, w, compare); err != nil {
 		w.stop()
 		return nil, err
 	}
-	if core.NeedsSweep(*mr.cp, mr.cfg.Policy) {
+	if sweep {
 		if err := mr.sweep(ctx, w); err != nil {
 			w.stop()
 			return nil, err
 		}
 	}
-	next := core.SyncDone(*mr.cp)
+	next := mr.st.SyncDone()
 	if _, err := mr.commit(ctx, nil, next); err != nil {
 		w.stop()
 		return nil, err
@@ -76,11 +76,14 @@ func (mr *mirror) sourceHead(ctx context.Context) (int64, error) {
 	return head, nil
 }
 
-// copyAll copies the source prefix after the checkpoint's SyncedThrough.
-func (mr *mirror) copyAll(ctx context.Context, w *sourceWatch) error {
+// copyAll copies the source prefix after the checkpoint's SyncedThrough,
+// comparing each page with the destination's copies first if compare (not
+// into an image the mirror never wrote: core.State.SyncPlan).
+func (mr *mirror) copyAll(ctx context.Context, w *sourceWatch, compare bool) error {
 	key, end := span(mr.cfg.Prefix)
 	start := key
-	if after := mr.cp.SyncedThrough; after != "" {
+	cp := mr.st.Checkpoint()
+	if after := cp.SyncedThrough; after != "" {
 		start = after + "\x00"
 	}
 	var total, copied int64
@@ -92,9 +95,7 @@ func (mr *mirror) copyAll(ctx context.Context, w *sourceWatch) error {
 			copied = resp.Count
 		}
 	}
-	// An image the mirror never wrote (Fresh) has nothing to compare with.
-	compare := core.CompareFirst(*mr.cp)
-	mr.lg.Info("syncing in full", zap.Int64("watch-from", mr.cp.Revision+1), zap.Int64("keys", total),
+	mr.lg.Info("syncing in full", zap.Int64("watch-from", cp.Revision+1), zap.Int64("keys", total),
 		zap.Int64("already-copied", copied), zap.Stringer("policy", mr.cfg.Policy), zap.Bool("compare-first", compare))
 	var written, unchanged int
 	for {
@@ -131,7 +132,7 @@ func (mr *mirror) copyAll(ctx context.Context, w *sourceWatch) error {
 	}
 	if compare {
 		mr.lg.Info("full sync compared the destination first: wrote only the keys that differ", zap.Int("written", written),
-			zap.Int("unchanged", unchanged), zap.Int("resyncs", mr.cp.Resyncs))
+			zap.Int("unchanged", unchanged), zap.Int("resyncs", cp.Resyncs))
 	}
 	return nil
 }
@@ -145,7 +146,7 @@ func (mr *mirror) copyPage(ctx context.Context, kvs []*mvccpb.KeyValue, foreign 
 	if err != nil {
 		return 0, 0, err
 	}
-	for _, t := range core.PlanPage(*mr.cp, changes, string(kvs[len(kvs)-1].Key), mr.budget()) {
+	for _, t := range core.PlanPage(*mr.st.Checkpoint(), changes, string(kvs[len(kvs)-1].Key), mr.budget()) {
 		if _, err := mr.commit(ctx, mr.opsOf(t.Changes), t.Checkpoint); err != nil {
 			return 0, 0, err
 		}

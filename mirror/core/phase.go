@@ -14,74 +14,106 @@ const (
 	StepStream
 )
 
-// NextStep is the step the checkpoint (nil: none) calls for.
-func NextStep(cp *Checkpoint, adopt bool) Step {
+// Next is the step the checkpoint calls for.
+func (s *State) Next() Step {
 	switch {
-	case adopt:
+	case s.adopt:
 		return StepAdopt
-	case cp == nil || cp.Phase == PhaseSync:
+	case s.cp == nil || s.cp.Phase == PhaseSync:
 		return StepSync
 	}
 	return StepStream
 }
 
 // SyncFromScratch reports whether a full sync starts anew (noting the
-// source's revision first) rather than resuming the one the checkpoint
-// records.
-func SyncFromScratch(cp *Checkpoint) bool {
-	return cp == nil || cp.Phase != PhaseSync || cp.Revision == 0
+// source's revision first, StartSync) rather than resuming the one the
+// checkpoint records.
+func (s *State) SyncFromScratch() bool {
+	return s.cp == nil || s.cp.Phase != PhaseSync || s.cp.Revision == 0
 }
 
 // StartSync is the checkpoint that starts a full sync at source revision
-// head: fresh (this mirror's identity, nothing applied) keeps the resync
-// count of prev; with no checkpoint (prev nil), Fresh says whether the
-// image held no key of this mirror (noneOwned: nothing to sweep).
-func StartSync(fresh Checkpoint, prev *Checkpoint, noneOwned bool, head int64) Checkpoint {
-	if prev != nil {
-		fresh.Resyncs = prev.Resyncs
+// head: this mirror's, nothing applied, keeping the resync count; with no
+// checkpoint, Fresh says whether the image held no key of this mirror
+// (nothing to compare or sweep).
+func (s *State) StartSync(head int64) Checkpoint {
+	next := s.fresh()
+	if s.cp != nil {
+		next.Resyncs = s.cp.Resyncs
 	} else {
-		fresh.Fresh = noneOwned
+		next.Fresh = s.noneOwned
 	}
-	fresh.Phase, fresh.Revision = PhaseSync, head
-	return fresh
+	next.Phase, next.Revision = PhaseSync, head
+	return next
 }
 
-// CompareFirst reports whether a full sync reads the destination's copies
-// before writing (only what differs is written): not into an image the
-// mirror never wrote.
-func CompareFirst(cp Checkpoint) bool { return !cp.Fresh }
-
-// NeedsSweep reports whether a full sync deletes the destination keys the
-// source no longer has: not after a first sync into an image that held no
-// key of this mirror, unless Prune (which deletes every such key).
-func NeedsSweep(cp Checkpoint, p Policy) bool { return !cp.Fresh || p == Prune }
+// SyncPlan says how the full sync under way goes under policy p: compare,
+// read the destination's copies before writing (only what differs is
+// written), not into an image the mirror never wrote; sweep, delete the
+// destination keys the source no longer has, not after a first sync into
+// an image that held no key of this mirror, unless Prune (which deletes
+// every such key).
+func (s *State) SyncPlan(p Policy) (compare, sweep bool) {
+	fresh := s.cp != nil && s.cp.Fresh
+	return !fresh, !fresh || p == Prune
+}
 
 // SyncDone is the checkpoint that ends a full sync: streaming from the
 // revision after the sync's.
-func SyncDone(cp Checkpoint) Checkpoint {
+func (s *State) SyncDone() Checkpoint {
+	cp := *s.cp
 	cp.Phase, cp.SyncedThrough, cp.From, cp.Fresh = PhaseStream, "", 0, false
 	return cp
 }
 
-// Resync is the checkpoint after the source compacted past cp: a full
-// sync from scratch, counted (written with the new sync's first page).
-func Resync(cp Checkpoint) Checkpoint {
+// resync is the checkpoint after the source compacted past cp, or
+// --resync: a full sync from scratch, counted (written with the new
+// sync's first page).
+func resync(cp Checkpoint) Checkpoint {
 	cp.Phase, cp.Revision, cp.SyncedThrough, cp.From = PhaseSync, 0, "", 0
 	cp.Resyncs++
 	return cp
 }
 
-// ProgressCheckpoint is the checkpoint a progress notification at source
-// revision progress moves an idle mirror to, at most once per every (last:
-// when it last did): every event of the prefix up to progress has been
-// sent, so nothing of the prefix changed since cp. ok is false when it is
-// not due or not ahead of cp.
-func ProgressCheckpoint(cp Checkpoint, progress int64, now, last time.Time, every time.Duration) (next Checkpoint, ok bool) {
-	if progress <= cp.Revision || now.Sub(last) < every {
-		return cp, false
+// Idle is the checkpoint a progress notification at source revision
+// progress moves an idle mirror to, at most once per every (last: when it
+// last did): every event of the prefix up to progress has been sent, so
+// nothing of the prefix changed since the checkpoint. ok is false when it
+// is not due or not ahead.
+func (s *State) Idle(progress int64, now, last time.Time, every time.Duration) (next Checkpoint, ok bool) {
+	if s.cp == nil || progress <= s.cp.Revision || now.Sub(last) < every {
+		return Checkpoint{}, false
 	}
-	cp.From, cp.Revision = cp.Revision+1, progress
-	return cp, true
+	next = *s.cp
+	next.From, next.Revision = next.Revision+1, progress
+	return next, true
+}
+
+// AdoptedThrough is the checkpoint of a failback's adoption done with the
+// ownership records up to through (a source key).
+func (s *State) AdoptedThrough(through string) Checkpoint {
+	cp := *s.cp
+	cp.AdoptedThrough = through
+	return cp
+}
+
+// AdoptionDone is the checkpoint that ends a failback's adoption; once it
+// is written, Next no longer adopts.
+func (s *State) AdoptionDone() Checkpoint {
+	cp := *s.cp
+	cp.Adopted, cp.AdoptedThrough = true, ""
+	return cp
+}
+
+// RestoreAt is the source revision the keys of lost leases are read at to
+// be written again: the checkpoint's, once streaming has applied one (a key
+// then never goes back to an older value); 0 (now) right after a full
+// sync, whose pages were read at newer revisions.
+func (s *State) RestoreAt() int64 {
+	if s.cp != nil && s.cp.Phase == PhaseStream && s.cp.From > 0 {
+		return s.cp.Revision
+	}
+	return 0
 }
 
 // Outcome is how a step of the mirror's loop ended.
@@ -101,7 +133,7 @@ const (
 	Failed
 )
 
-// Reaction is what the loop does after a step.
+// Reaction is what the loop does after a step (Stepped).
 type Reaction int
 
 const (
@@ -109,64 +141,10 @@ const (
 	Again Reaction = iota
 	// Stop: Run returns the step's error.
 	Stop
-	// SyncAgain: a full sync from scratch (Resync), at once.
+	// SyncAgain: a full sync from scratch, at once.
 	SyncAgain
 	// Retry: the next step at once, the backoff kept.
 	Retry
 	// BackOff: wait the backoff, reload the checkpoint, then retry.
 	BackOff
 )
-
-// React is the loop's reaction to a step's outcome.
-func React(o Outcome) Reaction {
-	switch o {
-	case Fatal:
-		return Stop
-	case Compacted:
-		return SyncAgain
-	case Landed:
-		return Retry
-	case Failed:
-		return BackOff
-	}
-	return Again
-}
-
-// Backoff doubles from 100ms to 5s, with jitter: each wait is between
-// half the current delay and the delay. Jitter returns a random duration
-// in [0, n].
-type Backoff struct {
-	d      time.Duration
-	Jitter func(n time.Duration) time.Duration
-}
-
-// NewBackoff is a backoff at its first delay.
-func NewBackoff(jitter func(time.Duration) time.Duration) *Backoff {
-	return &Backoff{d: 100 * time.Millisecond, Jitter: jitter}
-}
-
-// Reset goes back to the first delay.
-func (b *Backoff) Reset() { b.d = 100 * time.Millisecond }
-
-// Next is the wait before the next attempt.
-func (b *Backoff) Next() time.Duration {
-	d := b.d/2 + b.Jitter(b.d/2)
-	b.d = min(2*b.d, 5*time.Second)
-	return d
-}
-
-// CycleCheckDue reports whether the cycle check runs before the next
-// checkpoint write: when due (right after the first checkpoint), or every
-// interval since the last check.
-func CycleCheckDue(due bool, now, last time.Time, every time.Duration) bool {
-	return due || now.Sub(last) >= every
-}
-
-// SourceBehind reports whether a source at revision rev is behind the
-// checkpoint: a source never goes back in revision, so one that is behind
-// the revision the mirror has copied through holds another history than
-// the one in the destination (restored from a backup: the same cluster ID,
-// an older revision).
-func SourceBehind(cp *Checkpoint, rev int64) bool {
-	return cp != nil && rev < cp.Revision
-}

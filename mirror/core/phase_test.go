@@ -1,117 +1,156 @@
 package core
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
 
 var t0 = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 
-// TestPhases walks a mirror's life through its checkpoints: no checkpoint
-// → a full sync from scratch → streaming → compaction → a counted resync
-// → streaming; a sync interrupted after its start resumes.
+var identity = Checkpoint{SourceClusterID: "src", SourcePrefix: "/s/", DestPrefix: "/d/", Policy: "keep"}
+
+// started is a state after preflight found in in.
+func started(t *testing.T, in Start) *State {
+	t.Helper()
+	s := NewState("tok", time.Minute)
+	in.Identity = identity
+	s.Start(in)
+	s.CycleChecked(t0, NoCycle)
+	return s
+}
+
+// commit writes next at now, landing at destination revision modRev, and
+// returns whether it was the claim.
+func commit(s *State, next Checkpoint, now time.Time, modRev int64) bool {
+	return s.Committed(s.Write(next, now), modRev)
+}
+
+// TestPhases walks a mirror's life through its state: no checkpoint → a
+// full sync from scratch → streaming → compaction → a counted resync →
+// streaming; a sync interrupted after its start resumes.
 func TestPhases(t *testing.T) {
-	fresh := Checkpoint{SourceClusterID: "src", SourcePrefix: "/s/", DestPrefix: "/d/", Policy: "keep"}
-	if s := NextStep(nil, false); s != StepSync || !SyncFromScratch(nil) {
-		t.Fatalf("no checkpoint: %v, want a sync from scratch", s)
-	}
-	if NextStep(nil, true) != StepAdopt {
-		t.Fatal("a failback still to adopt does not adopt first")
+	s := started(t, Start{NoneOwned: true})
+	if s.Next() != StepSync || !s.SyncFromScratch() || s.Checkpoint() != nil || s.Revision() != 0 {
+		t.Fatalf("no checkpoint: %v, want a sync from scratch", s.Next())
 	}
 	// A first sync into an image with no key of the mirror: nothing to
 	// compare or sweep, unless Prune.
-	cp := StartSync(fresh, nil, true, 100)
-	if cp.Phase != PhaseSync || cp.Revision != 100 || !cp.Fresh || cp.Resyncs != 0 || cp.SourceClusterID != "src" {
+	cp := s.StartSync(100)
+	if cp.Phase != PhaseSync || cp.Revision != 100 || !cp.Fresh || cp.Resyncs != 0 || cp.SourceClusterID != "src" || cp.FailbackFrom != "" {
 		t.Fatalf("first sync: %+v", cp)
 	}
-	if CompareFirst(cp) || NeedsSweep(cp, Keep) || NeedsSweep(cp, Overwrite) || !NeedsSweep(cp, Prune) {
-		t.Fatal("a fresh first sync compares or sweeps (Prune aside)")
+	if !commit(s, cp, t0, 10) {
+		t.Fatal("the first checkpoint written is not the claim")
 	}
-	if NextStep(&cp, false) != StepSync || SyncFromScratch(&cp) {
+	for p, want := range map[Policy][2]bool{Keep: {false, false}, Overwrite: {false, false}, Prune: {false, true}} {
+		if compare, sweep := s.SyncPlan(p); compare != want[0] || sweep != want[1] {
+			t.Errorf("a fresh first sync under %v: compare %v, sweep %v; want %v", p, compare, sweep, want)
+		}
+	}
+	if s.Next() != StepSync || s.SyncFromScratch() {
 		t.Fatal("an interrupted sync does not resume")
 	}
-	if cp := StartSync(fresh, nil, false, 100); cp.Fresh || !CompareFirst(cp) || !NeedsSweep(cp, Keep) {
-		t.Fatalf("a first sync into an image holding keys of the mirror: %+v, want it compared and swept", cp)
-	}
 	cp.SyncedThrough = "/s/m"
-	cp = SyncDone(cp)
-	if cp.Phase != PhaseStream || cp.Revision != 100 || cp.SyncedThrough != "" || cp.From != 0 || cp.Fresh {
-		t.Fatalf("sync done: %+v", cp)
+	commit(s, cp, t0, 11)
+	done := s.SyncDone()
+	if done.Phase != PhaseStream || done.Revision != 100 || done.SyncedThrough != "" || done.From != 0 || done.Fresh {
+		t.Fatalf("sync done: %+v", done)
 	}
-	if NextStep(&cp, false) != StepStream {
-		t.Fatal("after the sync: not streaming")
+	commit(s, done, t0, 12)
+	if s.Next() != StepStream || s.Revision() != 100 {
+		t.Fatal("after the sync: not streaming from it")
 	}
-	cp.Revision, cp.From = 250, 201
-	re := Resync(cp)
+	if compare, sweep := s.SyncPlan(Keep); !compare || !sweep {
+		t.Fatal("a sync into an image the mirror wrote neither compares nor sweeps")
+	}
+	done.Revision, done.From = 250, 201
+	commit(s, done, t0, 13)
+	if r := s.Stepped(Compacted); r != SyncAgain {
+		t.Fatalf("compacted: %v, want SyncAgain", r)
+	}
+	re := s.Checkpoint()
 	if re.Phase != PhaseSync || re.Revision != 0 || re.From != 0 || re.SyncedThrough != "" || re.Resyncs != 1 {
 		t.Fatalf("resync: %+v", re)
 	}
-	if !SyncFromScratch(&re) || NextStep(&re, false) != StepSync {
-		t.Fatal("a resync does not sync from scratch")
+	if !s.SyncFromScratch() || s.Next() != StepSync || s.ModRev() != 13 {
+		t.Fatal("a resync does not sync from scratch, fenced on the last write")
 	}
-	next := StartSync(fresh, &re, true, 300)
+	next := s.StartSync(300)
 	if next.Resyncs != 1 || next.Fresh || next.Revision != 300 {
 		t.Fatalf("the resync's start: %+v, want the count kept and not fresh", next)
 	}
-	if st := (Checkpoint{Phase: PhaseStream}); !SyncFromScratch(&st) {
-		t.Fatal("a streaming checkpoint resumes a sync")
+	commit(s, next, t0, 14)
+	if s.SyncFromScratch() {
+		t.Fatal("a sync under way starts from scratch")
+	}
+	if compare, sweep := s.SyncPlan(Keep); !compare || !sweep {
+		t.Fatal("a resync neither compares nor sweeps")
 	}
 }
 
-func TestProgressCheckpoint(t *testing.T) {
-	cp := Checkpoint{Phase: PhaseStream, From: 5, Revision: 9}
+// A first sync into an image that holds keys of the mirror (a checkpoint
+// deleted by hand) compares and sweeps.
+func TestFirstSyncIntoAnImageTheMirrorWrote(t *testing.T) {
+	s := started(t, Start{NoneOwned: false})
+	cp := s.StartSync(100)
+	commit(s, cp, t0, 10)
+	if compare, sweep := s.SyncPlan(Keep); cp.Fresh || !compare || !sweep {
+		t.Fatalf("%+v: compare %v, sweep %v; want both", cp, compare, sweep)
+	}
+}
+
+func TestStepped(t *testing.T) {
+	for o, want := range map[Outcome]Reaction{Done: Again, Compacted: SyncAgain, Landed: Retry, Fatal: Stop, Failed: BackOff} {
+		s := started(t, Start{Checkpoint: &Checkpoint{Phase: PhaseStream, Revision: 9, From: 5}, ModRev: 3})
+		if got := s.Stepped(o); got != want {
+			t.Errorf("Stepped(%v) = %v, want %v", o, got, want)
+		}
+		if o != Compacted && s.Revision() != 9 {
+			t.Errorf("Stepped(%v) moved the checkpoint to %+v", o, s.Checkpoint())
+		}
+	}
+	// Compaction before any checkpoint: a sync from scratch all the same.
+	s := started(t, Start{})
+	if s.Stepped(Compacted) != SyncAgain || s.Checkpoint() != nil || !s.SyncFromScratch() {
+		t.Fatal("compaction with no checkpoint")
+	}
+}
+
+func TestIdle(t *testing.T) {
+	s := started(t, Start{Checkpoint: &Checkpoint{Phase: PhaseStream, From: 5, Revision: 9}, ModRev: 3})
 	every := time.Second
-	if _, ok := ProgressCheckpoint(cp, 9, t0, time.Time{}, every); ok {
+	if _, ok := s.Idle(9, t0, time.Time{}, every); ok {
 		t.Fatal("moved to the checkpoint's own revision")
 	}
-	if _, ok := ProgressCheckpoint(cp, 20, t0, t0.Add(-999*time.Millisecond), every); ok {
+	if _, ok := s.Idle(20, t0, t0.Add(-999*time.Millisecond), every); ok {
 		t.Fatal("moved before the interval passed")
 	}
-	next, ok := ProgressCheckpoint(cp, 20, t0, t0.Add(-every), every)
+	next, ok := s.Idle(20, t0, t0.Add(-every), every)
 	if !ok || next.From != 10 || next.Revision != 20 || next.Phase != PhaseStream {
 		t.Fatalf("progress: %+v %v, want from 10 to 20", next, ok)
 	}
+	if s.Revision() != 9 {
+		t.Fatal("Idle moved the checkpoint before it was written")
+	}
+	if _, ok := started(t, Start{}).Idle(20, t0, time.Time{}, every); ok {
+		t.Fatal("moved a checkpoint that does not exist")
+	}
 }
 
-func TestReact(t *testing.T) {
-	for o, want := range map[Outcome]Reaction{Done: Again, Compacted: SyncAgain, Landed: Retry, Fatal: Stop, Failed: BackOff} {
-		if got := React(o); got != want {
-			t.Errorf("React(%v) = %v, want %v", o, got, want)
+func TestRestoreAt(t *testing.T) {
+	for _, c := range []struct {
+		cp   *Checkpoint
+		want int64
+	}{
+		{nil, 0},
+		{&Checkpoint{Phase: PhaseSync, Revision: 7}, 0},
+		{&Checkpoint{Phase: PhaseStream, Revision: 7}, 0}, // right after a full sync
+		{&Checkpoint{Phase: PhaseStream, Revision: 9, From: 8}, 9},
+	} {
+		s := started(t, Start{Checkpoint: c.cp, ModRev: 3})
+		if got := s.RestoreAt(); got != c.want {
+			t.Errorf("RestoreAt with %+v = %d, want %d", c.cp, got, c.want)
 		}
-	}
-}
-
-func TestBackoff(t *testing.T) {
-	var asked []time.Duration
-	b := NewBackoff(func(n time.Duration) time.Duration { asked = append(asked, n); return n })
-	var got []string
-	for range 8 {
-		got = append(got, b.Next().String())
-	}
-	if s := strings.Join(got, " "); s != "100ms 200ms 400ms 800ms 1.6s 3.2s 5s 5s" {
-		t.Fatalf("backoff at the top of its jitter: %s", s)
-	}
-	if asked[0] != 50*time.Millisecond {
-		t.Fatalf("jitter asked over %v, want half the delay", asked[0])
-	}
-	b.Reset()
-	b.Jitter = func(time.Duration) time.Duration { return 0 }
-	if d := b.Next(); d != 50*time.Millisecond {
-		t.Fatalf("after reset, no jitter: %v, want 50ms", d)
-	}
-}
-
-func TestCycleCheckDue(t *testing.T) {
-	every := time.Minute
-	if !CycleCheckDue(true, t0, t0, every) {
-		t.Error("due right after the first checkpoint: not checked")
-	}
-	if CycleCheckDue(false, t0.Add(59*time.Second), t0, every) {
-		t.Error("checked again within the interval")
-	}
-	if !CycleCheckDue(false, t0.Add(every), t0, every) {
-		t.Error("not checked after the interval")
 	}
 }
 
@@ -136,8 +175,9 @@ func TestSourceBehind(t *testing.T) {
 		{cp, 7, true},   // behind: another history
 		{&Checkpoint{Phase: PhaseSync}, 1, false}, // a resync from scratch
 	} {
-		if got := SourceBehind(tc.cp, tc.rev); got != tc.want {
-			t.Errorf("SourceBehind(%+v, %d) = %v, want %v", tc.cp, tc.rev, got, tc.want)
+		s := started(t, Start{Checkpoint: tc.cp, ModRev: 3})
+		if got := s.SourceBehind(tc.rev); got != tc.want {
+			t.Errorf("SourceBehind(%d) with %+v = %v, want %v", tc.rev, tc.cp, got, tc.want)
 		}
 	}
 }
