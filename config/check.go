@@ -3,7 +3,9 @@ package config
 import (
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // checkInitialCluster checks an etcd-style "name=peerURL,…" list: it parses,
@@ -64,6 +66,40 @@ func checkURLs(flagName string, urls []string) []error {
 		}
 	}
 	return problems
+}
+
+// checkPlainHTTP refuses https:// in a listener that serves plain HTTP
+// only (the metrics listeners): serving it unencrypted would be a lie.
+func checkPlainHTTP(flagName string, urls []string) []error {
+	var problems []error
+	for _, s := range urls {
+		if strings.HasPrefix(strings.ToLower(s), "https://") {
+			problems = append(problems, fmt.Errorf("--%s %s: this listener serves plain HTTP only; give http:// (put it behind a TLS proxy, or on a private address)", flagName, s))
+		}
+	}
+	return problems
+}
+
+// checkCompaction checks etcd's --auto-compaction-mode and
+// --auto-compaction-retention as etcd parses them: periodic takes hours
+// (an integer) or a duration, revision an integer.
+func checkCompaction(mode, retention string) error {
+	switch mode {
+	case "periodic":
+		if h, err := strconv.Atoi(retention); err == nil && h >= 0 {
+			return nil
+		}
+		if d, err := time.ParseDuration(retention); err != nil || d < 0 {
+			return fmt.Errorf("--auto-compaction-retention %q: want hours (an integer) or a duration such as 30m for --auto-compaction-mode periodic", retention)
+		}
+	case "revision":
+		if n, err := strconv.ParseInt(retention, 10, 64); err != nil || n < 0 {
+			return fmt.Errorf("--auto-compaction-retention %q: want a number of revisions for --auto-compaction-mode revision", retention)
+		}
+	default:
+		return fmt.Errorf("--auto-compaction-mode %q: want periodic or revision", mode)
+	}
+	return nil
 }
 
 var logLevels = []string{"debug", "info", "warn", "error", "panic", "fatal"}

@@ -55,6 +55,17 @@ type Loaded struct {
 // stops at the first bad flag; an operator fixing a unit file wants them all.
 // Both -flag and --flag are accepted, as etcd accepts them.
 func Load(fs *flag.FlagSet, args []string, sections Sections) (Loaded, error) {
+	return load(fs, args, sections, EnvPrefix)
+}
+
+// EtcdEnvPrefix starts the environment variables etcd reads (ETCD_NAME is
+// --name). The primary reads them too, below UNDERSTUDY_* ones, so that an
+// etcd unit file's environment works unchanged.
+const EtcdEnvPrefix = "ETCD_"
+
+// load is Load with the environment read under each of envPrefixes in
+// turn, a later prefix overriding an earlier one.
+func load(fs *flag.FlagSet, args []string, sections Sections, envPrefixes ...string) (Loaded, error) {
 	got := Loaded{Set: map[string]bool{}}
 	cmdline, positional, problems := scanArgs(fs, args)
 	got.Args = positional
@@ -73,7 +84,9 @@ func Load(fs *flag.FlagSet, args []string, sections Sections) (Loaded, error) {
 	if file != "" {
 		problems = append(problems, loadFile(fs, file, sections, got.Set)...)
 	}
-	problems = append(problems, loadEnv(fs, got.Set)...)
+	for _, prefix := range envPrefixes {
+		problems = append(problems, loadEnv(fs, prefix, got.Set)...)
+	}
 	for _, kv := range cmdline {
 		if err := setFlag(fs, kv.name, kv.value); err != nil {
 			problems = append(problems, fmt.Errorf("--%s %q: %v", kv.name, kv.value, err))
@@ -86,8 +99,11 @@ func Load(fs *flag.FlagSet, args []string, sections Sections) (Loaded, error) {
 
 // loadFlagsOnly is Load for a command that takes flags and no arguments:
 // an argument is one more problem. ErrHelp comes back alone.
-func loadFlagsOnly(fs *flag.FlagSet, args []string, sections Sections) (Loaded, error) {
-	got, err := Load(fs, args, sections)
+func loadFlagsOnly(fs *flag.FlagSet, args []string, sections Sections, envPrefixes ...string) (Loaded, error) {
+	if len(envPrefixes) == 0 {
+		envPrefixes = []string{EnvPrefix}
+	}
+	got, err := load(fs, args, sections, envPrefixes...)
 	if errors.Is(err, ErrHelp) {
 		return got, err
 	}
@@ -148,9 +164,9 @@ func isBool(f *flag.Flag) bool {
 	return ok && b.IsBoolFlag()
 }
 
-func loadEnv(fs *flag.FlagSet, set map[string]bool) (problems []error) {
+func loadEnv(fs *flag.FlagSet, prefix string, set map[string]bool) (problems []error) {
 	fs.VisitAll(func(f *flag.Flag) {
-		key := EnvPrefix + envName(f.Name)
+		key := prefix + envName(f.Name)
 		v, ok := os.LookupEnv(key)
 		if !ok || f.Name == ConfigFileFlag {
 			return
@@ -167,16 +183,18 @@ func loadEnv(fs *flag.FlagSet, set map[string]bool) (problems []error) {
 // UnknownEnv lists the UNDERSTUDY_* environment variables that name no flag
 // of fs, as etcd warns of an unrecognized ETCD_* variable: a misspelt one
 // would otherwise be ignored without a word.
-func UnknownEnv(fs *flag.FlagSet) []string {
+func UnknownEnv(fs *flag.FlagSet, prefixes ...string) []string {
+	if len(prefixes) == 0 {
+		prefixes = []string{EnvPrefix}
+	}
 	var unknown []string
 	for _, kv := range os.Environ() {
 		key, _, _ := strings.Cut(kv, "=")
-		name, ok := strings.CutPrefix(key, EnvPrefix)
-		if !ok || name == "" {
-			continue
-		}
-		if fs.Lookup(strings.ToLower(strings.ReplaceAll(name, "_", "-"))) == nil {
-			unknown = append(unknown, key)
+		for _, prefix := range prefixes {
+			name, ok := strings.CutPrefix(key, prefix)
+			if ok && name != "" && fs.Lookup(strings.ToLower(strings.ReplaceAll(name, "_", "-"))) == nil {
+				unknown = append(unknown, key)
+			}
 		}
 	}
 	slices.Sort(unknown)
@@ -323,4 +341,12 @@ func PrintFlags(w io.Writer, fs *flag.FlagSet) {
 		}
 		fmt.Fprintf(w, "  --%s%s\n      %s%s\n", f.Name, kind, usage, def)
 	})
+}
+
+// PrintProblems writes err one line per problem, as errors.Join joins
+// them, each after "prog: " (once, if the problem already starts so).
+func PrintProblems(w io.Writer, prog string, err error) {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(w, "%s: %s\n", prog, strings.TrimPrefix(line, prog+": "))
+	}
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -170,11 +171,13 @@ func TestReplicaValidate(t *testing.T) {
 	cfg.ListenClientURLs = nil
 	cfg.MaxStaleness = -time.Second
 	cfg.ElectionMs = 100
+	cfg.ListenMetricsURLs = []string{"https://127.0.0.1:2381"}
 	err := cfg.Validate()
 	if err == nil {
 		t.Fatal("Validate accepted a bad config")
 	}
 	for _, want := range []string{
+		"--listen-metrics-urls https://127.0.0.1:2381: this listener serves plain HTTP only",
 		`--join: "127.0.0.1:2379": not a URL; must be scheme://host:port`,
 		"--listen-client-urls: must name at least one URL",
 		"--max-staleness -1s: must be 0 (no bound) or more",
@@ -239,5 +242,32 @@ func TestUnknownEnvNamesMisspeltVariables(t *testing.T) {
 	t.Setenv("UNDERSTUDY_MAX_STALENESS", "1s")
 	if got := UnknownEnv(fs); len(got) != 1 || got[0] != "UNDERSTUDY_FAILOVER_AFTR" {
 		t.Fatalf("UnknownEnv = %v, want [UNDERSTUDY_FAILOVER_AFTR]", got)
+	}
+}
+
+// An etcd unit file's ETCD_* environment works for the primary as it does
+// for etcd; UNDERSTUDY_* overrides it, a flag overrides both, and an
+// ETCD_* variable that names no flag is reported.
+func TestPrimaryReadsEtcdsEnvironment(t *testing.T) {
+	t.Setenv("ETCD_NAME", "from-etcd")
+	t.Setenv("ETCD_SNAPSHOT_COUNT", "1234")
+	t.Setenv("ETCD_HEARTBEAT_INTERVAL", "50")
+	t.Setenv("UNDERSTUDY_HEARTBEAT_INTERVAL", "60")
+	t.Setenv("ETCD_NO_SUCH_FLAG", "1")
+	cfg := DefaultPrimary()
+	pf := NewPrimaryFlags(&cfg)
+	if err := pf.Load([]string{"--snapshot-count", "99"}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Etcd.Name != "from-etcd" || cfg.Etcd.SnapshotCount != 99 || cfg.Etcd.TickMs != 60 {
+		t.Errorf("name %q, snapshot-count %d, heartbeat %d; want from-etcd (ETCD_NAME), 99 (the flag), 60 (UNDERSTUDY_ over ETCD_)", cfg.Etcd.Name, cfg.Etcd.SnapshotCount, cfg.Etcd.TickMs)
+	}
+	if got := UnknownEnv(pf.FS, EtcdEnvPrefix, EnvPrefix); !slices.Contains(got, "ETCD_NO_SUCH_FLAG") {
+		t.Errorf("UnknownEnv = %v, want ETCD_NO_SUCH_FLAG in it", got)
+	}
+	// The replica is not etcd: it does not read ETCD_*.
+	rcfg := DefaultReplica()
+	if err := LoadReplica(&rcfg, NewReplicaFlags(&rcfg), nil); err != nil || rcfg.Name == "from-etcd" {
+		t.Errorf("replica: name %q, %v; ETCD_NAME must not reach it", rcfg.Name, err)
 	}
 }

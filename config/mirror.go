@@ -227,6 +227,7 @@ func (c Mirror) Validate() error {
 		add("--cycle-check-interval %v: must be more than 0", c.CycleCheckInterval)
 	}
 	problems = append(problems, checkURLs("listen-metrics-urls", c.ListenMetricsURLs)...)
+	problems = append(problems, checkPlainHTTP("listen-metrics-urls", c.ListenMetricsURLs)...)
 	if err := checkLogLevel(c.LogLevel); err != nil {
 		problems = append(problems, err)
 	}

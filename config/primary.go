@@ -86,7 +86,7 @@ func NewPrimaryFlags(cfg *Primary) *PrimaryFlags {
 // LoadPrimary parses args (and the file and environment they point at) into
 // the config NewPrimaryFlags was given. It returns every problem at once.
 func (pf *PrimaryFlags) Load(args []string) error {
-	got, err := loadFlagsOnly(pf.FS, args, EtcdSections)
+	got, err := loadFlagsOnly(pf.FS, args, EtcdSections, EtcdEnvPrefix, EnvPrefix)
 	if errors.Is(err, ErrHelp) {
 		return err
 	}

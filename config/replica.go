@@ -93,6 +93,15 @@ type Replica struct {
 	// database would then stop the cluster's writes first) stops, and
 	// started again it takes the voters' quota; a voter only reports it.
 	QuotaCheckInterval time.Duration
+	// AutoCompactionMode and AutoCompactionRetention are etcd's flags of the
+	// same names. etcd compacts only on the leader, so they matter once a
+	// standby or voter-role replica is promoted and leads: give it the
+	// voters' values, or the cluster's compaction stops while it leads.
+	AutoCompactionMode, AutoCompactionRetention string
+	// MaxLearners is etcd's --max-learners for the embedded member, which
+	// checks every member addition it applies: give a replica that may be
+	// promoted the voters' value. 0 accepts every learner the voters accept.
+	MaxLearners int
 	// MaxRequestBytes, MaxTxnOps and MaxConcurrentStreams limit the front's
 	// clients, as etcd's flags of the same names limit a voter's.
 	MaxRequestBytes      uint
@@ -193,6 +202,8 @@ func DefaultReplica() Replica {
 
 		MaxRequestBytes:             embed.DefaultMaxRequestBytes,
 		MaxTxnOps:                   embed.DefaultMaxTxnOps,
+		AutoCompactionMode:          embed.CompactorModePeriodic,
+		AutoCompactionRetention:     "0",
 		MaxConcurrentStreams:        embed.DefaultMaxConcurrentStreams,
 		GRPCKeepAliveMinTime:        embed.DefaultGRPCKeepAliveMinTime,
 		GRPCKeepAliveInterval:       embed.DefaultGRPCKeepAliveInterval,
@@ -233,6 +244,7 @@ func (c Replica) Validate() error {
 	} {
 		problems = append(problems, checkURLs(f.name, f.urls)...)
 	}
+	problems = append(problems, checkPlainHTTP("listen-metrics-urls", c.ListenMetricsURLs)...)
 	for _, f := range []struct {
 		name string
 		urls []string
@@ -270,6 +282,12 @@ func (c Replica) Validate() error {
 	}
 	if c.MaxTxnOps == 0 {
 		add("--max-txn-ops 0: must be more than 0")
+	}
+	if err := checkCompaction(c.AutoCompactionMode, c.AutoCompactionRetention); err != nil {
+		problems = append(problems, err)
+	}
+	if c.MaxLearners < 0 {
+		add("--max-learners %d: must be 0 (whatever the voters accept) or more", c.MaxLearners)
 	}
 	for _, d := range []struct {
 		name string

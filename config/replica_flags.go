@@ -55,6 +55,9 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.Int64Var(&cfg.QuotaBackendBytes, "quota-backend-bytes", cfg.QuotaBackendBytes, "Backend quota in bytes, as etcd's. A member over its quota stops writes cluster-wide (NOSPACE), so 0 takes the largest quota any voter reports and a smaller value is refused.")
 	fs.DurationVar(&cfg.QuotaCheckInterval, "quota-check-interval", cfg.QuotaCheckInterval, "How often the voters' backend quotas are asked again; a learner whose quota every voter's has passed stops (docs/operations.md).")
 	fs.UintVar(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "Maximum client request size in bytes the replica accepts, as etcd's.")
+	fs.StringVar(&cfg.AutoCompactionMode, "auto-compaction-mode", cfg.AutoCompactionMode, "etcd's flag: periodic or revision. Used only while promoted and leading: give a standby the voters' settings.")
+	fs.StringVar(&cfg.AutoCompactionRetention, "auto-compaction-retention", cfg.AutoCompactionRetention, "etcd's flag: 0 is off. Used only while promoted and leading: give a standby the voters' settings.")
+	fs.IntVar(&cfg.MaxLearners, "max-learners", cfg.MaxLearners, "etcd's flag, checked on every member addition applied: give a replica that may be promoted the voters' value. 0 accepts what they accept.")
 	fs.UintVar(&cfg.MaxTxnOps, "max-txn-ops", cfg.MaxTxnOps, "Maximum number of operations in a transaction, as etcd's.")
 	fs.Func("max-concurrent-streams", fmt.Sprintf("Maximum concurrent streams each client can open at a time, as etcd's (default %d).", cfg.MaxConcurrentStreams), func(v string) error {
 		n, err := strconv.ParseUint(v, 10, 32)
@@ -78,7 +81,7 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.Uint64Var(&cfg.Promotion.MaxLag, "promote-max-lag", cfg.Promotion.MaxLag, "Promote only within this many entries of the leader's commit index (etcd's own check is 90% of the leader's log, which on a long log is far looser).")
 	fs.DurationVar(&cfg.Promotion.Hold, "promote-hold", cfg.Promotion.Hold, "Promote only after being caught up, without a break, for this long.")
 	fs.DurationVar(&cfg.Promotion.LeaderContact, "promote-leader-contact", cfg.Promotion.LeaderContact, "Count as caught up only if the leader was heard from within this long.")
-	fs.DurationVar(&cfg.Promotion.FailoverAfter, "failover-after", cfg.Promotion.FailoverAfter, "A standby replaces a voter silent for longer than this: none of its peer URLs answers and the leader's raft progress does not show it active (its client URLs are never asked).")
+	fs.DurationVar(&cfg.Promotion.FailoverAfter, "failover-after", cfg.Promotion.FailoverAfter, "A standby replaces a voter silent by raft's evidence for longer than this; long enough for a reboot (docs/roles.md, Defaults).")
 	fs.BoolVar(&cfg.RemoveOnExit, "remove-on-exit", cfg.RemoveOnExit, "On a clean stop, remove this replica's member entry and its data (what etcd wrote in --data-dir, then the directory if nothing else is in it; for replicas that come and go).")
 	fs.StringVar(&cfg.Zone, "zone", cfg.Zone, "Zone label told to balancers that probe this replica, for zone-affine reads (for example the cloud zone's name).")
 	fs.Var((*headersMode)(&cfg.FreshnessHeaders), "freshness-headers", "When answers carry the understudy-read-mode, -staleness-bound, -known-leader and -applied-revision headers: on-request, always or off (docs/read-modes.md).")

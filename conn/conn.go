@@ -7,9 +7,12 @@ package conn
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -114,4 +117,37 @@ func (f Flags) ClientConfig(lg *zap.Logger) (clientv3.Config, error) {
 	user, password := f.UserPassword()
 	return clientv3.Config{Endpoints: f.Endpoints, TLS: tc, DialTimeout: 5 * time.Second,
 		Username: user, Password: password, Logger: lg}, nil
+}
+
+// CertCN is the CN of the first certificate in certFile: the user etcd
+// takes a client for when it authenticates by certificate
+// (--client-cert-auth) and no user is given.
+func CertCN(certFile string) (string, error) {
+	b, err := os.ReadFile(certFile)
+	if err != nil {
+		return "", fmt.Errorf("conn: %w", err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return "", fmt.Errorf("conn: %s: no PEM certificate", certFile)
+	}
+	leaf, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return "", fmt.Errorf("conn: %s: %w", certFile, err)
+	}
+	return leaf.Subject.CommonName, nil
+}
+
+// Identity names who a client with c authenticates as, for people: the
+// user, or the CN of the certificate; "" if neither.
+func (c Credentials) Identity() string {
+	if user, _ := c.UserPassword(); user != "" {
+		return user
+	}
+	if c.Cert != "" {
+		if cn, err := CertCN(c.Cert); err == nil {
+			return cn
+		}
+	}
+	return ""
 }

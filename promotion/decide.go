@@ -61,7 +61,7 @@ type Config struct {
 
 // DefaultConfig is a reader with the bounds a standby or voter would use.
 func DefaultConfig() Config {
-	return Config{Role: RoleReader, MaxLag: 1000, Hold: 5 * time.Second, LeaderContact: 2 * time.Second, FailoverAfter: 10 * time.Second}
+	return Config{Role: RoleReader, MaxLag: 1000, Hold: 5 * time.Second, LeaderContact: 2 * time.Second, FailoverAfter: 5 * time.Minute}
 }
 
 // Validate reports every bad field at once, naming its flag.
@@ -113,6 +113,8 @@ type Observation struct {
 	// Failover is the failover record persisted in the cluster, as last
 	// read; nil if no failover is under way.
 	Failover *Record
+	// Holds are the maintenance holds stored in the cluster, as last read.
+	Holds []MaintenanceHold
 }
 
 // Lag is how many entries the replica trails the leader's commit.

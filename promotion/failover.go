@@ -34,6 +34,32 @@ type Voter struct {
 	PeerSeen bool
 	// Leader is the leader's raft view of it.
 	Leader LeaderView
+	// Witness is what the other voters' own raft transports say of it,
+	// read where the leader's view is unknown and this replica's peer
+	// evidence alone says it is down.
+	Witness Witness
+}
+
+// Witness is what the other voters see of one voter, each through its own
+// raft transport (etcd's peer status: a link whose messages go unanswered
+// is inactive). Of counts the other voters, those that did not answer
+// included.
+type Witness struct {
+	Active, Silent, Of int
+}
+
+// corroborated: no other voter reaches it, and this replica with the
+// voters that see it silent are a majority of the observers (this replica
+// and the other voters). A one-sided partition — this replica cut from one
+// voter that the others still reach — is never taken for its death. With
+// no other voter (Of 0, also what an observation that asked none says)
+// nothing corroborates.
+func (w Witness) corroborated() bool {
+	return w.Of > 0 && w.Active == 0 && 2*(1+w.Silent) > 1+w.Of
+}
+
+func (w Witness) String() string {
+	return fmt.Sprintf("%d of the %d other voters see it silent, %d active", w.Silent, w.Of, w.Active)
 }
 
 // live: this round's evidence says v is up (its peer URL answers, or the
@@ -41,14 +67,30 @@ type Voter struct {
 func (v Voter) live() bool { return v.PeerAnswered || v.Leader == LeaderViewActive }
 
 // Silent is this round's evidence that v is down: it is not live, and
-// either the leader's progress has it probing (the leader cannot reach it
-// either), or, without the leader's view, its peer URLs answered this
-// replica before and do not now. A peer URL this replica has never reached
-// proves nothing (a firewall, a route, a certificate between the two), and
-// neither does a client URL, which is not asked.
+// either the leader's progress has it probing (the leader's raft cannot
+// reach it either), or, without the leader's view, its peer URLs answered
+// this replica before and do not now and the other voters corroborate it
+// (Witness). A peer URL this replica has never reached proves nothing (a
+// firewall, a route, a certificate between the two), and neither does the
+// voter's own client URL, which is not asked.
 func (v Voter) Silent() bool {
-	return !v.live() && (v.Leader == LeaderViewInactive || v.PeerSeen)
+	return !v.live() && (v.Leader == LeaderViewInactive || v.lonelySilence() && v.Witness.corroborated())
 }
+
+// lonelySilence: this replica's own evidence says v is down — its peer URLs
+// answered here before and do not now — and the leader's view is unknown.
+func (v Voter) lonelySilence() bool {
+	return !v.live() && v.Leader != LeaderViewInactive && v.PeerSeen
+}
+
+// uncorroborated: this replica's own evidence says v is down, the other
+// voters do not agree.
+func (v Voter) uncorroborated() bool { return v.lonelySilence() && !v.Witness.corroborated() }
+
+// undecided: this replica alone finds v silent, no other voter sees it
+// active, but too few answered to corroborate it (a witness's /metrics
+// timed out). Such a round neither starts nor ends v's silence.
+func (v Voter) undecided() bool { return v.uncorroborated() && v.Witness.Active == 0 }
 
 // unproven: v is not live, but nothing proves it down (Silent).
 func (v Voter) unproven() bool { return !v.live() && !v.Silent() }
@@ -62,7 +104,11 @@ func (v Voter) Evidence() string {
 	case !v.PeerSeen:
 		peer = "no peer URL has ever answered here"
 	}
-	return peer + ", leader view " + v.Leader.String()
+	out := peer + ", leader view " + v.Leader.String()
+	if v.lonelySilence() {
+		out += ", " + v.Witness.String()
+	}
+	return out
 }
 
 // Step is how far a failover has come.
@@ -114,10 +160,12 @@ func (d *Decider) track(o Observation) {
 	seen := map[uint64]bool{}
 	for _, v := range o.Voters {
 		seen[v.ID] = true
-		if !v.Silent() {
-			delete(d.silentSince, v.ID)
-		} else if _, ok := d.silentSince[v.ID]; !ok {
+		switch _, ok := d.silentSince[v.ID]; {
+		case v.Silent() && !ok:
 			d.silentSince[v.ID] = o.Now
+		case v.Silent(), v.undecided():
+		default:
+			delete(d.silentSince, v.ID)
 		}
 	}
 	for id := range d.silentSince {
@@ -127,12 +175,12 @@ func (d *Decider) track(o Observation) {
 	}
 }
 
-// dead lists the voters silent, without a break, for longer than
+// dead lists the voters silent now and, without a break, for longer than
 // FailoverAfter.
 func (d *Decider) dead(o Observation) []Voter {
 	var out []Voter
 	for _, v := range o.Voters {
-		if since, ok := d.silentSince[v.ID]; ok && v.ID != o.SelfID && o.Now.Sub(since) > d.cfg.FailoverAfter {
+		if since, ok := d.silentSince[v.ID]; ok && v.Silent() && v.ID != o.SelfID && o.Now.Sub(since) > d.cfg.FailoverAfter {
 			out = append(out, v)
 		}
 	}
@@ -182,12 +230,27 @@ func (d *Decider) failover(o Observation, held bool) Action {
 	if len(dead) == 0 {
 		return d.silenceStatus(o)
 	}
+	dv, a, ok := d.unheld(o, dead)
+	if !ok {
+		return a
+	}
 	if a, ok := d.cannotPromote(o, held); !ok {
 		return a
 	}
-	v := dead[0]
-	r := &Record{Dead: v.ID, DeadName: v.Name, By: o.SelfID, ByName: o.SelfName, Step: StepPromote, Since: o.Now}
-	return Action{Kind: WriteRecord, Record: r, Reason: fmt.Sprintf("voter %s silent for %v", v.Name, o.Now.Sub(d.silentSince[v.ID]).Round(time.Millisecond))}
+	r := &Record{Dead: dv.ID, DeadName: dv.Name, By: o.SelfID, ByName: o.SelfName, Step: StepPromote, Since: o.Now}
+	return Action{Kind: WriteRecord, Record: r, Reason: fmt.Sprintf("voter %s silent for %v", dv.Name, o.Now.Sub(d.silentSince[dv.ID]).Round(time.Millisecond))}
+}
+
+// unheld is the first of the dead voters no maintenance hold covers; or,
+// if a hold covers them all, ok false and why nothing is done.
+func (d *Decider) unheld(o Observation, dead []Voter) (v Voter, a Action, ok bool) {
+	for _, v := range dead {
+		if _, held := heldFor(o, v.ID); !held {
+			return v, Action{}, true
+		}
+	}
+	h, _ := heldFor(o, dead[0].ID)
+	return Voter{}, heldStatus(dead[0], h, o.Now.Sub(d.silentSince[dead[0].ID])), false
 }
 
 // silenceStatus says which voter is silent and for how long of
@@ -195,8 +258,12 @@ func (d *Decider) failover(o Observation, held bool) Action {
 func (d *Decider) silenceStatus(o Observation) Action {
 	for _, v := range o.Voters {
 		if since, ok := d.silentSince[v.ID]; ok {
-			return wait(StateWaiting, ReasonSilence, "voter %s silent for %v of %v (%s)", v.Name,
-				o.Now.Sub(since).Round(100*time.Millisecond), d.cfg.FailoverAfter, v.Evidence())
+			var note string
+			if h, held := heldFor(o, v.ID); held {
+				note = "; " + h.String()
+			}
+			return wait(StateWaiting, ReasonSilence, "voter %s silent for %v of %v (%s)%s", v.Name,
+				o.Now.Sub(since).Round(100*time.Millisecond), d.cfg.FailoverAfter, v.Evidence(), note)
 		}
 	}
 	for _, v := range o.Voters {
@@ -239,6 +306,9 @@ func (d *Decider) resume(o Observation, held bool, r Record) Action {
 			why = fmt.Sprintf("after %s was promoted: the cluster has one voter more than before (etcdctl member remove one if that is not wanted)", r.ByName)
 		}
 		return Action{Kind: ClearRecord, Record: &r, Reason: fmt.Sprintf("failover of %s abandoned: it is live again, %s", r.DeadName, why)}
+	case underHold(o, dv):
+		h, _ := heldFor(o, dv.ID)
+		return heldStatus(dv, h, o.Now.Sub(d.silentSince[dv.ID]))
 	case byIsVoter && r.Step == StepPromote:
 		next := r
 		next.Step = StepRemove
@@ -276,6 +346,9 @@ const resumeSilence = time.Second
 
 // unprovenStatus: v does not answer, but nothing proves it down.
 func unprovenStatus(v Voter) Action {
+	if v.uncorroborated() {
+		return wait(StateBlocked, ReasonUncorroborated, "silence not corroborated: voter %s does not answer here and the leader's view is unknown, but %s (a partition between this replica and it, not its death; check this replica's route to its peer URL, or the leader's client URL)", v.Name, v.Witness)
+	}
 	return wait(StateBlocked, ReasonUnproven, "voter %s does not answer here, but its peer URLs have never answered this replica and the leader's view is unknown: no evidence that it is down (check that this replica reaches its peer URL, or the leader's client URL)", v.Name)
 }
 

@@ -37,21 +37,29 @@ func TestSilentNeedsThePeerURLsAndTheLeaderToAgree(t *testing.T) {
 	for _, c := range []struct {
 		peer, seen bool
 		leader     LeaderView
+		witness    Witness
 		silent     bool
 	}{
 		{peer: true, seen: true, leader: LeaderViewActive},
 		{peer: true, seen: true, leader: LeaderViewInactive}, // the leader lost it, its peer URL answers
 		{peer: true, seen: true, leader: LeaderViewUnknown},  // no leader view: its peer URL answers
 		{peer: false, seen: true, leader: LeaderViewActive},  // this standby cannot reach it, the leader can
-		{peer: false, seen: true, leader: LeaderViewUnknown, silent: true},
+		{peer: false, seen: true, leader: LeaderViewUnknown, witness: Witness{Silent: 1, Of: 2}, silent: true},
+		// Without the leader's view, this standby's word alone is not enough.
+		{peer: false, seen: true, leader: LeaderViewUnknown},
+		{peer: false, seen: true, leader: LeaderViewUnknown, witness: Witness{Of: 2}},
+		{peer: false, seen: true, leader: LeaderViewUnknown, witness: Witness{Active: 1, Of: 2}},
+		{peer: false, seen: true, leader: LeaderViewUnknown, witness: Witness{Active: 1, Silent: 1, Of: 2}},
+		{peer: false, seen: true, leader: LeaderViewUnknown, witness: Witness{Silent: 1, Of: 4}},
+		{peer: false, seen: true, leader: LeaderViewUnknown, witness: Witness{Silent: 2, Of: 4}, silent: true},
 		{peer: false, seen: true, leader: LeaderViewInactive, silent: true},
 		// Never reached from here: only the leader's word proves it down.
 		{peer: false, leader: LeaderViewUnknown},
 		{peer: false, leader: LeaderViewActive},
 		{peer: false, leader: LeaderViewInactive, silent: true},
 	} {
-		if got := (Voter{PeerAnswered: c.peer, PeerSeen: c.seen, Leader: c.leader}).Silent(); got != c.silent {
-			t.Errorf("peer answered %v (seen before %v), leader view %v: silent %v, want %v", c.peer, c.seen, c.leader, got, c.silent)
+		if got := (Voter{PeerAnswered: c.peer, PeerSeen: c.seen, Leader: c.leader, Witness: c.witness}).Silent(); got != c.silent {
+			t.Errorf("peer answered %v (seen before %v), leader view %v, %v: silent %v, want %v", c.peer, c.seen, c.leader, c.witness, got, c.silent)
 		}
 	}
 }
@@ -307,9 +315,11 @@ func TestAVoterNeverReachedHereIsNotReplacedWithoutTheLeadersWord(t *testing.T) 
 	if s := d.Status(); s.State != StateBlocked || s.Reason != ReasonUnproven || !strings.Contains(s.Detail, "m3") {
 		t.Fatalf("status %q (%s/%s), want blocked, unproven, naming m3", s, s.State, s.Reason)
 	}
-	// The same voter, once seen and then silent, is proven down.
+	// The same voter, once seen and then silent, and silent to another
+	// voter too, is proven down.
 	o := caughtUp(time.Hour)
 	o.Voters[2].PeerAnswered, o.Voters[2].PeerSeen, o.Voters[2].Leader = false, true, LeaderViewUnknown
+	o.Voters[2].Witness = Witness{Silent: 1, Of: 2}
 	for at := time.Hour; at <= time.Hour+11*time.Second; at += time.Second {
 		o.Now, o.LastLeaderContact = t0.Add(at), t0.Add(at-100*time.Millisecond)
 		if a := d.Step(o); a.Kind != None {
@@ -318,4 +328,74 @@ func TestAVoterNeverReachedHereIsNotReplacedWithoutTheLeadersWord(t *testing.T) 
 		}
 	}
 	t.Fatalf("a voter seen before and silent for 11s was not replaced: %q", d.Status())
+}
+
+// A standby cut from one voter that the other voters still reach, with the
+// leader's view unknown (its client URL cut too), never replaces it: the
+// silence is not corroborated, and the status says so. Once another voter
+// sees it silent too, it is replaced after --failover-after.
+func TestAOneSidedPartitionIsNotADeath(t *testing.T) {
+	d := NewDecider(cfg(RoleStandby))
+	cut := func(at time.Duration, w Witness) Observation {
+		o := caughtUp(at)
+		for i := range o.Voters {
+			o.Voters[i].Leader = LeaderViewUnknown
+		}
+		o.Voters[2].PeerAnswered, o.Voters[2].PeerSeen, o.Voters[2].Witness = false, true, w
+		return o
+	}
+	for at := time.Duration(0); at < time.Hour; at += time.Second {
+		// m1 (the leader, its client URL cut) does not answer; m2 reaches m3.
+		if a := d.Step(cut(at, Witness{Active: 1, Of: 2})); a.Kind != None {
+			t.Fatalf("acted (%v: %s) at %v on a voter another voter reaches", a.Kind, a.Reason, at)
+		}
+	}
+	if s := d.Status(); s.State != StateBlocked || s.Reason != ReasonUncorroborated || !strings.Contains(s.Detail, "m3") || !strings.Contains(s.Detail, "not corroborated") {
+		t.Fatalf("status %q (%s/%s), want blocked, uncorroborated, naming m3", s, s.State, s.Reason)
+	}
+	// m3 dies: m2 sees it silent too.
+	for at := time.Hour; at <= time.Hour+10*time.Second; at += time.Second {
+		if a := d.Step(cut(at, Witness{Silent: 1, Of: 2})); a.Kind != None {
+			t.Fatalf("acted (%v) %v into a corroborated silence, before --failover-after", a.Kind, at-time.Hour)
+		}
+	}
+	want(t, "corroborated for 11s", d.Step(cut(time.Hour+11*time.Second, Witness{Silent: 1, Of: 2})), AcquireFailoverLock, 0)
+}
+
+// A witness that does not answer a round (its /metrics timed out) neither
+// starts nor ends a silence: a dead voter whose one witness flaps is still
+// replaced after --failover-after, counted from the first corroborated
+// round; one that a witness sees active starts over.
+func TestAFlappingWitnessNeitherStartsNorEndsASilence(t *testing.T) {
+	cut := func(at time.Duration, w Witness) Observation {
+		o := caughtUp(at)
+		for i := range o.Voters {
+			o.Voters[i].Leader = LeaderViewUnknown
+		}
+		o.Voters[2].PeerAnswered, o.Voters[2].PeerSeen, o.Voters[2].Witness = false, true, w
+		return o
+	}
+	d := NewDecider(cfg(RoleStandby))
+	var a Action
+	for at := time.Duration(0); at <= 12*time.Second; at += time.Second {
+		w := Witness{Silent: 1, Of: 2}
+		if at%(2*time.Second) == time.Second {
+			w = Witness{Of: 2} // no answer this round
+		}
+		if a = d.Step(cut(at, w)); a.Kind != None {
+			break
+		}
+	}
+	want(t, "silent 12s, its witness answering every other round", a, AcquireFailoverLock, 0)
+
+	d = NewDecider(cfg(RoleStandby))
+	for at := time.Duration(0); at <= 12*time.Second; at += time.Second {
+		w := Witness{Silent: 1, Of: 2}
+		if at == 6*time.Second {
+			w = Witness{Active: 1, Of: 2}
+		}
+		if a = d.Step(cut(at, w)); a.Kind != None {
+			t.Fatalf("acted (%v) at %v: a witness saw it active at 6s, so its silence is 6s old", a.Kind, at)
+		}
+	}
 }

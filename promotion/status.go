@@ -41,6 +41,8 @@ const (
 	ReasonLockBusy           = "lock-busy"                 // another standby holds the failover lock
 	ReasonRefused            = "refused"                   // the cluster's auth refuses a call
 	ReasonUnproven           = "unproven"                  // a voter does not answer, but nothing proves it down
+	ReasonUncorroborated     = "uncorroborated"            // a voter does not answer here, the other voters do not agree
+	ReasonMaintenance        = "maintenance-hold"          // a silent voter is under a maintenance hold
 	ReasonCannotObserve      = "cannot-observe"            // the observation failed
 	ReasonNoRound            = "no-read-index-round"       // the leader's commit index is unknown
 )

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/understudy-kv/understudy/readindex"
 )
@@ -99,6 +100,26 @@ func (r *readiness) checks() map[string]func(context.Context) error {
 			return nil
 		},
 	}
+}
+
+// gauge is understudy_replica_ready: 1 while the replica's own readiness
+// checks pass, as /readyz would find them at the scrape (a stale freshness
+// gets a round, bounded by an election timeout, as a probe's does), so
+// that an unready replica can be alerted on wherever it is scraped, not
+// only where a kubelet probes it.
+func (r *readiness) gauge() prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "ready",
+		Help: "1 while the replica's own /readyz checks (caught_up, leader_contact, freshness) pass at the scrape, else 0."},
+		func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), r.election)
+			defer cancel()
+			for _, check := range r.checks() {
+				if check(ctx) != nil {
+					return 0
+				}
+			}
+			return 1
+		})
 }
 
 // handler serves /readyz and /readyz/<check>; etcd serves etcd's checks.

@@ -240,6 +240,11 @@ func (f *Front) newHTTP(ctx context.Context, cfg Config, election time.Duration)
 			return uint64(applied), uint64(source)
 		}
 	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(ready.gauge()); err != nil {
+			return fmt.Errorf("readpath: understudy_replica_ready: %w", err)
+		}
+	}
 	mux := clientMux(cfg.Logger, s, gw, ready)
 	if cfg.EnablePprof {
 		for p, h := range debugutil.PProfHandlers() {

@@ -25,7 +25,7 @@ const (
 var (
 	// errFenced means the lock is no longer this replica's, or the record
 	// is not the one the action was decided on.
-	errFenced = errors.New("replica: the failover lock is not held or the failover record changed")
+	errFenced = errors.New("replica: the failover lock is not held, the failover record changed, or a maintenance hold was written")
 )
 
 // failoverLock is the failover lock and the record it guards. Every write
@@ -124,13 +124,14 @@ func recordIs(r *promotion.Record) clientv3.Cmp {
 	return clientv3.Compare(clientv3.Value(failoverRecordKey), "=", r.Marshal())
 }
 
-// fenced runs ops only while this replica owns the lock and the stored
-// record is was.
-func (l *failoverLock) fenced(ctx context.Context, was *promotion.Record, ops ...clientv3.Op) error {
+// fenced runs ops only while this replica owns the lock, the stored
+// record is was, and the comparisons also hold.
+func (l *failoverLock) fenced(ctx context.Context, was *promotion.Record, also []clientv3.Cmp, ops ...clientv3.Op) error {
 	if !l.locked {
 		return errFenced
 	}
-	resp, err := l.session.Client().Txn(ctx).If(l.mu.IsOwner(), recordIs(was)).Then(ops...).Commit()
+	cmps := append([]clientv3.Cmp{l.mu.IsOwner(), recordIs(was)}, also...)
+	resp, err := l.session.Client().Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		return fmt.Errorf("failover record: Txn on %q: %w", failoverRecordKey, err)
 	}
@@ -140,16 +141,21 @@ func (l *failoverLock) fenced(ctx context.Context, was *promotion.Record, ops ..
 	return nil
 }
 
-// check confirms, just before a membership change, that the lock is held
-// and the record is still r.
-func (l *failoverLock) check(ctx context.Context, r *promotion.Record) error {
-	return l.fenced(ctx, r)
+// check confirms, just before a membership change, that the lock is held,
+// the record is still r, and the maintenance holds that could cover the
+// voter r replaces are as read (holds) when the change was decided.
+func (l *failoverLock) check(ctx context.Context, r *promotion.Record, holds []promotion.MaintenanceHold) error {
+	return l.fenced(ctx, r, membership.HoldsUnchanged(r.Dead, holds))
 }
 
-func (l *failoverLock) write(ctx context.Context, was, r *promotion.Record) error {
-	return l.fenced(ctx, was, clientv3.OpPut(failoverRecordKey, r.Marshal()))
+// write stores r in place of was while the holds that could cover the
+// voter r replaces are as read (holds).
+func (l *failoverLock) write(ctx context.Context, was, r *promotion.Record, holds []promotion.MaintenanceHold) error {
+	return l.fenced(ctx, was, membership.HoldsUnchanged(r.Dead, holds), clientv3.OpPut(failoverRecordKey, r.Marshal()))
 }
 
+// clear deletes r, hold or not: a finished or abandoned failover changes
+// no membership.
 func (l *failoverLock) clear(ctx context.Context, r *promotion.Record) error {
-	return l.fenced(ctx, r, clientv3.OpDelete(failoverRecordKey))
+	return l.fenced(ctx, r, nil, clientv3.OpDelete(failoverRecordKey))
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	etcdmembership "go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.uber.org/zap"
@@ -54,10 +55,12 @@ func evidenceTimeout(base, rtt time.Duration) time.Duration {
 // observe reads what the core needs: the replica's own raft state; the
 // leader's commit index, from a ReadIndex round through raft (roundCommit);
 // the membership and the failover record from its own member; the leader's
-// raft progress where its client URL answers (an optional refinement); and,
-// for each voter the leader is not known to see as active, whether its peer
-// URLs answer. A voter's client URL is never required, and never evidence:
-// that it does not answer proves nothing about its raft.
+// raft progress where its client URL answers (an optional refinement); for
+// each voter the leader is not known to see as active, whether its peer
+// URLs answer; and, for one this replica alone finds silent, what the other
+// voters' raft transports say of it (witness, from their client URLs). That
+// a voter's own client URL does not answer is never evidence: it proves
+// nothing about its raft.
 //
 // With the failover lock held, the local member is brought up to date
 // first (a ReadIndex round), so that the membership and the record it
@@ -68,6 +71,9 @@ func (r *roles) observe(ctx context.Context) (promotion.Observation, error) {
 		return promotion.Observation{}, err
 	}
 	if o.Failover, err = r.readRecord(ctx); err != nil {
+		return promotion.Observation{}, err
+	}
+	if o.Holds, err = r.readHolds(ctx); err != nil {
 		return promotion.Observation{}, err
 	}
 	view, viewErr := r.observeLeader(ctx, &o)
@@ -189,7 +195,62 @@ func (r *roles) observeVoters(ctx context.Context, view membership.RaftStatus, v
 		}
 		voters[i].PeerSeen = r.peerSeen[v.ID]
 	}
+	r.witness(ctx, members, voters)
 	return voters
+}
+
+// witness asks the other voters, for each voter this replica alone finds
+// silent (its peer URLs answered before and do not now, and the leader's
+// view does not say), what their own raft transports see of it: each
+// voter's etcd_network_active_peers, from its client URL's /metrics. Each
+// voter is asked at most once a round, and only when one is needed.
+func (r *roles) witness(ctx context.Context, members []*etcdmembership.Member, voters []promotion.Voter) {
+	var lonely []int
+	for i, v := range voters {
+		if !v.PeerAnswered && v.PeerSeen && v.Leader != promotion.LeaderViewInactive && v.Leader != promotion.LeaderViewActive {
+			lonely = append(lonely, i)
+		}
+	}
+	if len(lonely) == 0 {
+		return
+	}
+	views := r.readPeerViews(ctx, members)
+	for _, i := range lonely {
+		voters[i].Witness = membership.WitnessOf(voters[i].ID, views)
+	}
+}
+
+// readPeerViews reads each voter's own peer view from its client URLs'
+// /metrics; a set read less than promotion.ViewReuse ago stands in (each
+// read costs a voter a gathering of its whole registry, and a silence is
+// timed in seconds).
+func (r *roles) readPeerViews(ctx context.Context, members []*etcdmembership.Member) map[uint64]*membership.PeerView {
+	if now := r.clock.Now(); !r.peerViewsAt.IsZero() && now.Sub(r.peerViewsAt) < promotion.ViewReuse && now.Sub(r.peerViewsAt) >= 0 {
+		return r.peerViews
+	}
+	views := make([]*membership.PeerView, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		urls := m.ClientURLs
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wctx, cancel := context.WithTimeout(ctx, evidenceTimeout(peerProbeTimeout, r.roundTrip()))
+			defer cancel()
+			for _, u := range urls {
+				if v, err := membership.ReadPeerView(wctx, r.leaderHTTP, u, uint64(members[i].ID)); err == nil {
+					views[i] = &v
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r.peerViews, r.peerViewsAt = map[uint64]*membership.PeerView{}, r.clock.Now()
+	for i, m := range members {
+		r.peerViews[uint64(m.ID)] = views[i]
+	}
+	return r.peerViews
 }
 
 // leaderViewOf is what the leader's raft progress says of voter id.
@@ -235,6 +296,19 @@ func (r *roles) readRecord(ctx context.Context) (*promotion.Record, error) {
 		return nil, nil
 	}
 	return promotion.ParseRecord(res.KVs[0].Value)
+}
+
+// readHolds reads the maintenance holds from the replica's own store.
+func (r *roles) readHolds(ctx context.Context) ([]promotion.MaintenanceHold, error) {
+	res, err := r.srv.KV().Range(ctx, []byte(membership.HoldPrefix), []byte(clientv3.GetPrefixRangeEnd(membership.HoldPrefix)), mvcc.RangeOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("maintenance holds: %w", err)
+	}
+	var out []promotion.MaintenanceHold
+	for _, kv := range res.KVs {
+		out = append(out, promotion.ReadMaintenanceHold(kv.Key, kv.Value, kv.ModRevision))
+	}
+	return out, nil
 }
 
 // view is the leader's raft status for the observation o: the last one

@@ -264,10 +264,15 @@ func embedConfig(cfg config.Replica, initialCluster string, logOutputs []string)
 		TrustedCAFile: cfg.PeerTLS.TrustedCAFile, ClientCertAuth: cfg.PeerTLS.ClientCertAuth}
 	ec.ClusterState = embed.ClusterStateFlagExisting
 	ec.InitialCluster = initialCluster
-	// The voters enforce the learner limit when a member is added; a replica
-	// with a lower limit than theirs would refuse, on apply, a learner they
-	// accepted.
+	// Every member checks the learner limit on each addition it applies: a
+	// replica with a lower limit than the voters' would refuse a learner
+	// they accepted. Unless told the voters' value, accept all they do.
 	ec.MaxLearners = 1 << 16
+	if cfg.MaxLearners > 0 {
+		ec.MaxLearners = cfg.MaxLearners
+	}
+	// etcd compacts only on the leader: these matter once promoted.
+	ec.AutoCompactionMode, ec.AutoCompactionRetention = cfg.AutoCompactionMode, cfg.AutoCompactionRetention
 	ec.TickMs = cfg.HeartbeatMs
 	ec.ElectionMs = cfg.ElectionMs
 	ec.AuthToken = cfg.AuthToken

@@ -3,7 +3,6 @@ package replica
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/understudy-kv/understudy/config"
+	"github.com/understudy-kv/understudy/conn"
 	"github.com/understudy-kv/understudy/membership"
 	"github.com/understudy-kv/understudy/promotion"
 	"github.com/understudy-kv/understudy/readindex"
@@ -51,13 +51,16 @@ func newRoleMetrics(reg prometheus.Registerer) *roleMetrics {
 		wouldPromote: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "promotable",
 			Help: "1 if the replica meets understudy's promotion rule now (caught up and in contact with the leader), else 0."}),
 		silent: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "silent_voters",
-			Help: "Voters silent in the last observation: no peer URL answers and the leader does not replicate to them."}),
+			Help: "Voters silent in the last observation by raft's evidence: the leader's progress, or without it this replica's and the other voters' (docs/roles.md)."}),
 		lockHeld: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "failover_lock_held",
 			Help: "1 while this standby holds the failover lock, else 0."}),
 		steps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "replica", Name: "failover_steps_total",
 			Help: "Failover actions carried out by this replica, by action and outcome."}, []string{"action", "outcome"}),
 		viewReads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "replica", Name: "leader_view_reads_total",
 			Help: "Reads of the leader's raft status (its /debug/vars) by the role loop, by outcome: at most one a second while every voter replicates and no failover is under way."}, []string{"outcome"}),
+	}
+	for _, outcome := range []string{"ok", "error"} {
+		m.removals.WithLabelValues(outcome) // exported from the start: an alert on a replacement needs the series before it
 	}
 	if reg != nil {
 		reg.MustRegister(m.lag, m.sinceLeader, m.promotions, m.removals, m.wouldPromote, m.silent, m.lockHeld, m.steps, m.viewReads)
@@ -108,6 +111,10 @@ type roles struct {
 	identity string
 	// peerSeen: voters one of whose peer URLs has answered this process.
 	peerSeen map[uint64]bool
+	// peerViews are the other voters' own peer views (witness), as read at
+	// peerViewsAt, each nil if it did not answer.
+	peerViews   map[uint64]*membership.PeerView
+	peerViewsAt time.Time
 	// rtt follows the round trips of the evidence that answered (rounds,
 	// view reads, probes), and leaderRTT, if set, is the front's rounds'
 	// round trip to the leader: the longer sets the evidence's timeouts
@@ -134,15 +141,11 @@ func credential(cfg config.Replica) string {
 	if cfg.ClientTLS.CertFile == "" {
 		return "no user (neither --user nor a client certificate)"
 	}
-	pair, err := tls.LoadX509KeyPair(cfg.ClientTLS.CertFile, cfg.ClientTLS.KeyFile)
-	if err != nil || len(pair.Certificate) == 0 {
-		return fmt.Sprintf("the certificate %s (--cert-file)", cfg.ClientTLS.CertFile)
-	}
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	cn, err := conn.CertCN(cfg.ClientTLS.CertFile)
 	if err != nil {
 		return fmt.Sprintf("the certificate %s (--cert-file)", cfg.ClientTLS.CertFile)
 	}
-	return fmt.Sprintf("user %q, the CN of its certificate %s (--cert-file)", leaf.Subject.CommonName, cfg.ClientTLS.CertFile)
+	return fmt.Sprintf("user %q, the CN of its certificate %s (--cert-file)", cn, cfg.ClientTLS.CertFile)
 }
 
 // newRoles builds the role loop with its own long-lived client: its
@@ -294,7 +297,7 @@ func (r *roles) do(ctx context.Context, lg *zap.Logger, o promotion.Observation,
 		if a.Record != nil {
 			// A standby stopped between deciding and acting (a pause past
 			// its lock) must not promote on a stale decision.
-			if err := r.lock.check(ctx, a.Record); err != nil {
+			if err := r.lock.check(ctx, a.Record, o.Holds); err != nil {
 				lg.Warn("promotion not attempted: the failover lock or record changed", zap.Error(err))
 				return err
 			}
@@ -307,7 +310,7 @@ func (r *roles) do(ctx context.Context, lg *zap.Logger, o promotion.Observation,
 		r.m.promotions.WithLabelValues(string(r.cfg.Role), "ok").Inc()
 		lg.Info("promoted to voter", zap.Uint64("applied", o.Applied), zap.Uint64("leader-commit", o.LeaderCommit))
 	case promotion.RemoveVoter:
-		if err := r.lock.check(ctx, a.Record); err != nil {
+		if err := r.lock.check(ctx, a.Record, o.Holds); err != nil {
 			lg.Warn("removal not attempted: the failover lock or record changed", zap.Error(err))
 			return err
 		}
@@ -319,7 +322,7 @@ func (r *roles) do(ctx context.Context, lg *zap.Logger, o promotion.Observation,
 		r.m.removals.WithLabelValues("ok").Inc()
 		lg.Info("removed the dead voter it replaced", zap.String("voter", fmt.Sprintf("%x", a.Target)))
 	case promotion.WriteRecord:
-		if err := r.lock.write(ctx, o.Failover, a.Record); err != nil {
+		if err := r.lock.write(ctx, o.Failover, a.Record, o.Holds); err != nil {
 			lg.Warn("failover record not written", zap.Error(err))
 			return err
 		}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	etcdversion "go.etcd.io/etcd/api/v3/version"
@@ -30,7 +29,8 @@ Usage:
   primary --dev            run 3 voters and a replica on 127.0.0.1 for trying things out
 
 Settings come from, highest first: flags, UNDERSTUDY_<FLAG> environment
-variables (--max-learners is UNDERSTUDY_MAX_LEARNERS), the --config-file YAML
+variables (--max-learners is UNDERSTUDY_MAX_LEARNERS), then etcd's ETCD_<FLAG>
+ones (an etcd unit file's environment works unchanged), the --config-file YAML
 (etcd's config file format), then defaults.
 
 Flags:
@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, version.String())
 		return 0
 	}
-	for _, key := range config.UnknownEnv(pf.FS) {
+	for _, key := range config.UnknownEnv(pf.FS, config.EtcdEnvPrefix, config.EnvPrefix) {
 		fmt.Fprintf(stderr, "primary: warning: %s names no flag of primary (ignored; see --help)\n", key)
 	}
 	if cfg.Dev {
@@ -78,9 +78,4 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// printProblems writes one line per problem, as errors.Join joins them.
-func printProblems(w io.Writer, err error) {
-	for _, line := range strings.Split(err.Error(), "\n") {
-		fmt.Fprintf(w, "primary: %s\n", strings.TrimPrefix(line, "primary: "))
-	}
-}
+func printProblems(w io.Writer, err error) { config.PrintProblems(w, "primary", err) }

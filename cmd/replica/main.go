@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/jonboulle/clockwork"
@@ -37,8 +36,9 @@ Usage:
     --listen-peer-urls http://10.0.0.5:2480 --listen-client-urls http://10.0.0.5:2479
   replica mirror …          copy a prefix into another cluster (replica mirror --help)
   replica compare …         learner vs mirror consistency, side by side (replica compare --help)
-  replica status|promote|leave …
-                            members, lag, promotion (replica status --help)
+  replica status|promote|leave|hold …
+                            members, lag, promotion, maintenance holds
+                            (replica status --help)
   replica --version         understudy's version and source revision, etcd's, Go's
 
 On first start the replica adds itself as a learner through --join, catches up
@@ -71,7 +71,7 @@ func run(ctx context.Context, clock clockwork.Clock, args []string, stdout, stde
 			return runMirror(ctx, clock, args[1:], stdout, stderr)
 		case "compare":
 			return runCompare(ctx, clock, args[1:], stdout, stderr)
-		case "status", "promote", "leave":
+		case "status", "promote", "leave", "hold":
 			return runAdmin(ctx, clock, args[0], args[1:], stdout, stderr)
 		case "--version", "-version":
 			fmt.Fprint(stdout, version.String())
@@ -100,8 +100,4 @@ func run(ctx context.Context, clock clockwork.Clock, args []string, stdout, stde
 	return 0
 }
 
-func printProblems(w io.Writer, err error) {
-	for _, line := range strings.Split(err.Error(), "\n") {
-		fmt.Fprintf(w, "replica: %s\n", strings.TrimPrefix(line, "replica: "))
-	}
-}
+func printProblems(w io.Writer, err error) { config.PrintProblems(w, "replica", err) }

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"path/filepath"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -81,55 +78,11 @@ func etcdTopology(r *runner) *topology {
 	return tp
 }
 
-// addStockLearner joins a stock etcd learner named name to c and waits
+// addStockLearner joins a stock etcd learner named name to c the way etcd
+// documents (member add --learner, then start it as existing) and waits
 // until it has caught up; it returns its client URL and process.
 func addStockLearner(r *runner, c *harness.Cluster, name string) (string, *harness.Proc) {
-	cli := c.Client(r)
-	peer := harness.URL(harness.FreePort(r))
-	client := harness.URL(harness.FreePort(r))
-	var resp *clientv3.MemberAddResponse
-	harness.WaitFor(r, time.Minute, "stock learner added", func() (bool, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		var err error
-		resp, err = cli.MemberAddAsLearner(ctx, []string{peer})
-		return err == nil, err
-	})
-	var ic []string
-	for _, m := range resp.Members {
-		mname := m.Name
-		if m.ID == resp.Member.ID {
-			mname = name
-		}
-		for _, u := range m.PeerURLs {
-			ic = append(ic, mname+"="+u)
-		}
-	}
-	p := harness.Start(r, harness.ProcConfig{Name: name, Bin: c.Bins.Etcd, Args: []string{
-		"--name", name, "--data-dir", filepath.Join(r.TempDir(), name+".etcd"),
-		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", strings.Join(ic, ","), "--initial-cluster-state", "existing",
-		"--max-learners", "4", "--log-level", "warn",
-	}})
-	lc, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		r.Fatalf("learner client: %v", err)
-	}
-	r.Cleanup(func() { lc.Close() })
-	harness.WaitFor(r, 2*time.Minute, "stock learner caught up", func() (bool, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		st, err := lc.Status(ctx, client)
-		if err != nil {
-			return false, err
-		}
-		lst, err := cli.Status(ctx, c.Endpoints()[0])
-		if err != nil {
-			return false, err
-		}
-		return st.RaftAppliedIndex >= lst.RaftIndex && st.Leader != 0, nil
-	})
+	client, p, _ := harness.StartStockLearner(r, c, name, false)
 	return client, p
 }
 

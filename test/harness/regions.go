@@ -1,8 +1,6 @@
 package harness
 
 import (
-	"github.com/understudy-kv/understudy/loopback"
-
 	"context"
 	"fmt"
 	"path/filepath"
@@ -255,6 +253,7 @@ func JoinStockLearner(t TB, c *Cluster, name string, peerProxy bool) (string, *P
 		adv = proxy.URL()
 	}
 	resp := addLearner(t, c, adv)
+	waitMembersApplied(t, c, resp)
 	var ic []string
 	for _, m := range resp.Members {
 		mname := m.Name
@@ -270,9 +269,61 @@ func JoinStockLearner(t TB, c *Cluster, name string, peerProxy bool) (string, *P
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", adv,
 		"--initial-cluster", strings.Join(ic, ","), "--initial-cluster-state", "existing",
-		"--max-learners", fmt.Sprint(loopback.MaxLearners), "--log-level", "warn",
+		// Every member checks the learner limit on each addition it applies:
+		// a learner with a lower limit than the voters' (the bench's rigs
+		// raise theirs) would refuse a later learner they accepted, and its
+		// member list would lose that one. Accept all the voters accept.
+		"--max-learners", "65536", "--log-level", "warn",
 	}})
 	return client, p, proxy
+}
+
+// nudge asks the voters for an AuthStatus, an entry that changes nothing:
+// a learner caught up by a snapshot in a quiet cluster publishes itself
+// only once it applies an entry after it (learner/publish.go).
+func nudge(cli *clientv3.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	cli.AuthStatus(ctx) // its outcome shows in the caller's next check
+}
+
+// waitMembersApplied waits until every member of resp that serves
+// clients has applied the member add resp answers: a new etcd member
+// started with --initial-cluster-state existing reads the member list
+// from whichever listed peer answers first, learners included, and exits
+// ("member count is unequal") if that one has not applied the add yet.
+func waitMembersApplied(t TB, c *Cluster, resp *clientv3.MemberAddResponse) {
+	t.Helper()
+	cli := c.Client(t)
+	WaitFor(t, time.Minute, "every member applied the learner's addition", func() (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		// The leader's commit index covers the add (it answered once it
+		// applied it); a follower's may not yet.
+		lst, err := c.Status(c.Leader(t))
+		if err != nil {
+			return false, err
+		}
+		for _, m := range resp.Members {
+			if m.ID == resp.Member.ID {
+				continue
+			}
+			if len(m.ClientURLs) == 0 {
+				// A learner not yet published (the quiet-join stall:
+				// WaitCaughtUp) cannot be asked; wait for it.
+				nudge(cli)
+				return false, fmt.Errorf("member %x has not published itself yet", m.ID)
+			}
+			st, err := cli.Status(ctx, m.ClientURLs[0])
+			if err != nil {
+				return false, fmt.Errorf("member %s: %w", m.Name, err)
+			}
+			if st.RaftAppliedIndex < lst.RaftIndex {
+				return false, fmt.Errorf("member %s applied %d of %d", m.Name, st.RaftAppliedIndex, lst.RaftIndex)
+			}
+		}
+		return true, nil
+	})
 }
 
 // addLearner adds a learner that advertises peer, retrying while the
@@ -292,7 +343,12 @@ func addLearner(t TB, c *Cluster, peer string) *clientv3.MemberAddResponse {
 }
 
 // WaitCaughtUp waits until the member serving client has applied what
-// the first voter had committed and knows a leader.
+// the first voter had committed and knows a leader. A stock learner caught
+// up by a snapshot in a quiet cluster never publishes itself (etcd
+// publishes a member only once it has applied an entry after the
+// snapshot, learner/publish.go): while it is behind, the voters are asked
+// for an AuthStatus, an entry that changes nothing, as understudy's own
+// replicas do.
 func WaitCaughtUp(t TB, c *Cluster, client string) {
 	t.Helper()
 	lc, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
@@ -300,17 +356,34 @@ func WaitCaughtUp(t TB, c *Cluster, client string) {
 		t.Fatalf("harness: client of learner %s: %v", client, err)
 	}
 	defer lc.Close()
+	cli := c.Client(t)
 	WaitFor(t, 2*time.Minute, "stock learner caught up", func() (bool, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		st, err := lc.Status(ctx, client)
 		if err != nil {
+			nudge(cli)
 			return false, err
 		}
-		lst, err := c.Status(c.Members[0])
+		lst, err := c.Status(c.Leader(t))
 		if err != nil {
 			return false, err
 		}
-		return st.RaftAppliedIndex >= lst.RaftIndex && st.Leader != 0, nil
+		if st.RaftAppliedIndex < lst.RaftIndex || st.Leader == 0 {
+			nudge(cli)
+			return false, fmt.Errorf("applied %d of %d, leader %x", st.RaftAppliedIndex, lst.RaftIndex, st.Leader)
+		}
+		// Published: the member list has its client URL.
+		ml, err := cli.MemberList(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, m := range ml.Members {
+			if m.ID == st.Header.MemberId && len(m.ClientURLs) == 0 {
+				nudge(cli)
+				return false, fmt.Errorf("member %x answers but has not published itself", m.ID)
+			}
+		}
+		return true, nil
 	})
 }

@@ -1,0 +1,138 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/understudy-kv/understudy/conn"
+	"github.com/understudy-kv/understudy/promotion"
+)
+
+// Admin configures replica status, promote, leave and hold: the cluster
+// to ask, and each command's own flags.
+type Admin struct {
+	// Command is status, promote, leave or hold.
+	Command string
+	// Target is the member (name or hex ID) promote, leave and hold act on;
+	// "" for status and for hold --all.
+	Target string
+	Conn   conn.Flags
+	// Cascaded are cascaded replicas' client URLs status shows too.
+	Cascaded []string
+	// Write is status's output format: table or json.
+	Write string
+	// Force leaves promote's check to etcd's.
+	Force bool
+	// Rule is the promotion rule status and promote judge by.
+	Rule promotion.Config
+	// HoldFor, Reason, All and Release are hold's.
+	HoldFor      time.Duration
+	Reason       string
+	All, Release bool
+}
+
+// AdminCommands are the commands Admin configures.
+var AdminCommands = []string{"status", "promote", "leave", "hold"}
+
+// NewAdminFlags registers cmd's flags on a new flag set, defaults in a.
+func NewAdminFlags(a *Admin, cmd string) *flag.FlagSet {
+	fs := flag.NewFlagSet("replica "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	a.Command = cmd
+	a.Rule = promotion.DefaultConfig()
+	a.Conn.Endpoints = []string{"http://127.0.0.1:2379"}
+	a.Write, a.HoldFor = "table", time.Hour
+	fs.Func("endpoints", "Client URLs of the cluster, comma-separated (default http://127.0.0.1:2379).", func(s string) error {
+		a.Conn.Endpoints = strings.Split(s, ",")
+		return nil
+	})
+	fs.Func("cascaded", "status: client URLs of cascaded replicas to show too (they are no members), comma-separated.", func(s string) error {
+		a.Cascaded = strings.Split(s, ",")
+		return nil
+	})
+	fs.StringVar(&a.Write, "w", a.Write, "Output format of status: table or json.")
+	fs.StringVar(&a.Write, "write-out", a.Write, "Same as -w.")
+	fs.BoolVar(&a.Force, "force", false, "promote: skip understudy's check; etcd's own still applies.")
+	fs.Uint64Var(&a.Rule.MaxLag, "promote-max-lag", a.Rule.MaxLag, "Most entries behind the leader's commit a learner may be to be promoted.")
+	fs.DurationVar(&a.Rule.LeaderContact, "promote-leader-contact", a.Rule.LeaderContact, "A learner must have heard from the leader within this long to be promoted.")
+	fs.DurationVar(&a.HoldFor, "for", a.HoldFor, "hold: how long the hold stands unless released (a lease's TTL).")
+	fs.StringVar(&a.Reason, "reason", "", "hold: why, shown by replica status and every standby's status.")
+	fs.BoolVar(&a.All, "all", false, "hold: hold every voter, not one.")
+	fs.BoolVar(&a.Release, "release", false, "hold: end the hold now.")
+	a.Conn.Register(fs, "", "the members'")
+	return fs
+}
+
+// LoadAdmin parses args (flags may follow the member, as etcdctl's may)
+// into a; ErrHelp for -h.
+func LoadAdmin(a *Admin, fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(reorder(fs, args)); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ErrHelp
+		}
+		return err
+	}
+	switch {
+	case fs.NArg() > 1:
+		return fmt.Errorf("%q: unexpected argument", fs.Arg(1))
+	case fs.NArg() == 1:
+		a.Target = fs.Arg(0)
+	}
+	return nil
+}
+
+// Validate reports every bad field at once, naming its flag or argument.
+func (a Admin) Validate() error {
+	var problems []error
+	add := func(format string, v ...any) { problems = append(problems, fmt.Errorf(format, v...)) }
+	if a.Write != "table" && a.Write != "json" {
+		add("-w %q: want table or json", a.Write)
+	}
+	switch {
+	case a.Command == "status" && a.Target != "":
+		add("%q: unexpected argument", a.Target)
+	case a.Command == "hold" && a.All == (a.Target != ""):
+		add("give one voter NAME or hex ID, or --all")
+	case a.Command != "status" && a.Command != "hold" && a.Target == "":
+		add("give one member NAME or hex ID")
+	}
+	if a.Command == "hold" && !a.Release && a.HoldFor < time.Second {
+		add("--for %v: must be at least 1s", a.HoldFor)
+	}
+	if err := a.Conn.Validate(""); err != nil {
+		problems = append(problems, err)
+	}
+	return errors.Join(problems...)
+}
+
+// reorder puts flags before positional arguments, so that
+// `replica promote r1 --endpoints …` works as etcdctl users expect.
+func reorder(fs *flag.FlagSet, args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil {
+			if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+				continue
+			}
+			if i+1 < len(args) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+		}
+	}
+	return append(flags, pos...)
+}
