@@ -95,10 +95,22 @@ func (a Admin) Validate() error {
 	switch {
 	case a.Command == "status" && a.Target != "":
 		add("%q: unexpected argument", a.Target)
-	case a.Command == "hold" && a.All == (a.Target != ""):
+	case a.Command == "hold" && a.All && a.Target != "":
+		add("%q and --all: give one voter NAME or hex ID, or --all, not both", a.Target)
+	case a.Command == "hold" && !a.All && a.Target == "":
 		add("give one voter NAME or hex ID, or --all")
 	case a.Command != "status" && a.Command != "hold" && a.Target == "":
 		add("give one member NAME or hex ID")
+	}
+	if a.Command != "hold" {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"--all", a.All}, {"--release", a.Release}, {"--reason", a.Reason != ""}} {
+			if f.set {
+				add("%s: a flag of replica hold, not of replica %s", f.name, a.Command)
+			}
+		}
 	}
 	if a.Command == "hold" && !a.Release && a.HoldFor < time.Second {
 		add("--for %v: must be at least 1s", a.HoldFor)

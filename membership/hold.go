@@ -28,24 +28,16 @@ func HoldKey(id uint64) string {
 	return HoldPrefix + strconv.FormatUint(id, 16)
 }
 
-// HoldsUnchanged are the comparisons a standby's fenced transactions
-// carry for voter id: its own hold key and the hold of every voter are as
-// the standby read them (observed; absent ones still absent). A hold
-// written or renewed after the standby decided makes its next step fail
-// rather than happen; one it read and found ended (promotion's Stands)
-// does not.
-func HoldsUnchanged(id uint64, observed []promotion.MaintenanceHold) []clientv3.Cmp {
-	var cmps []clientv3.Cmp
-	for _, key := range []string{HoldKey(id), HoldKey(0)} {
-		cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
-		for _, h := range observed {
-			if h.Key == key {
-				cmp = clientv3.Compare(clientv3.ModRevision(key), "=", h.ModRevision)
-			}
-		}
-		cmps = append(cmps, cmp)
-	}
-	return cmps
+// HoldsUnchanged is the comparison a standby's fenced transactions carry:
+// no key under HoldPrefix was written after revision rev, the one the
+// standby read the holds at. Any hold written or renewed after the standby
+// decided, under any key (a hold of its voter, of every voter, or one
+// written by hand that covers every voter because it cannot be read),
+// makes its next step fail rather than happen; one it read and found ended
+// (promotion's Stands) does not, and neither does a release: a hold
+// deleted only loosens what the standby decided under.
+func HoldsUnchanged(rev int64) clientv3.Cmp {
+	return clientv3.Compare(clientv3.ModRevision(HoldPrefix), "<", rev+1).WithPrefix()
 }
 
 // ErrHoldRefused wraps the cluster's refusal of a hold (its auth).
@@ -125,17 +117,18 @@ func Release(ctx context.Context, cli *clientv3.Client, sts []*Member, target st
 	return resp.Deleted > 0, nil
 }
 
-// Holds reads the maintenance holds stored in the cluster.
-func Holds(ctx context.Context, cli *clientv3.Client) ([]promotion.MaintenanceHold, error) {
+// Holds reads the maintenance holds stored in the cluster, and the
+// revision it read them at (HoldsUnchanged's).
+func Holds(ctx context.Context, cli *clientv3.Client) ([]promotion.MaintenanceHold, int64, error) {
 	resp, err := cli.Get(ctx, HoldPrefix, clientv3.WithPrefix())
 	if err != nil {
-		return nil, holdErr("read", HoldPrefix+"*", err)
+		return nil, 0, holdErr("read", HoldPrefix+"*", err)
 	}
 	var out []promotion.MaintenanceHold
 	for _, kv := range resp.Kvs {
 		out = append(out, promotion.ReadMaintenanceHold(kv.Key, kv.Value, kv.ModRevision))
 	}
-	return out, nil
+	return out, resp.Header.Revision, nil
 }
 
 // WriteHolds prints the holds, one line each, after the status table.
@@ -147,8 +140,8 @@ func WriteHolds(w io.Writer, hs []promotion.MaintenanceHold) {
 
 func holdErr(what, key string, err error) error {
 	if errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrUserEmpty) || errors.Is(err, rpctypes.ErrInvalidAuthToken) {
-		return fmt.Errorf("%w: %s %q: %w (a hold needs write permission on the prefix %q, and the right to grant and revoke leases: docs/roles.md, Maintenance holds)",
-			ErrHoldRefused, what, key, err, "\\x00understudy/")
+		return fmt.Errorf("%w: %s %q: %w (a hold needs write permission on the prefix %s, and the right to grant and revoke leases: docs/roles.md, Maintenance holds)",
+			ErrHoldRefused, what, key, err, `\x00understudy/`)
 	}
 	return fmt.Errorf("membership: %s %q: %w", what, key, err)
 }

@@ -113,8 +113,11 @@ type Observation struct {
 	// Failover is the failover record persisted in the cluster, as last
 	// read; nil if no failover is under way.
 	Failover *Record
-	// Holds are the maintenance holds stored in the cluster, as last read.
-	Holds []MaintenanceHold
+	// Holds are the maintenance holds stored in the cluster, as last read,
+	// at the store's revision HoldsRev (which fences the steps taken on
+	// this observation: no hold may have been written since).
+	Holds    []MaintenanceHold
+	HoldsRev int64
 }
 
 // Lag is how many entries the replica trails the leader's commit.

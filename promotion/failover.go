@@ -83,6 +83,10 @@ func (v Voter) lonelySilence() bool {
 	return !v.live() && v.Leader != LeaderViewInactive && v.PeerSeen
 }
 
+// NeedsWitness: v's silence rests on this replica's evidence alone
+// (lonelySilence), so the other voters' views must be read to decide it.
+func (v Voter) NeedsWitness() bool { return v.lonelySilence() }
+
 // uncorroborated: this replica's own evidence says v is down, the other
 // voters do not agree.
 func (v Voter) uncorroborated() bool { return v.lonelySilence() && !v.Witness.corroborated() }

@@ -102,21 +102,26 @@ func (r *readiness) checks() map[string]func(context.Context) error {
 	}
 }
 
-// gauge is understudy_replica_ready: 1 while the replica's own readiness
-// checks pass, as /readyz would find them at the scrape (a stale freshness
-// gets a round, bounded by an election timeout, as a probe's does), so
-// that an unready replica can be alerted on wherever it is scraped, not
-// only where a kubelet probes it.
+// gauge is understudy_replica_ready: 1 while caught_up and leader_contact
+// pass and the freshness loop keeps its own schedule (the last round within
+// MaxStaleness plus the loop's period), else 0. It does no round: a scrape
+// must not wake a quiet replica (whose rounds are --freshness-quiet-interval
+// apart) nor cost the leader a round, and a replica whose rounds fail or
+// stop falls behind its schedule within a period. So an unready replica
+// can be alerted on wherever it is scraped, not only where a kubelet
+// probes /readyz.
 func (r *readiness) gauge() prometheus.GaugeFunc {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "ready",
-		Help: "1 while the replica's own /readyz checks (caught_up, leader_contact, freshness) pass at the scrape, else 0."},
+		Help: "1 while the replica is caught up, hears from its leader and its freshness rounds keep their schedule (the last within --ready-max-staleness plus the current round period), else 0. A scrape does no round."},
 		func() float64 {
-			ctx, cancel := context.WithTimeout(context.Background(), r.election)
-			defer cancel()
-			for _, check := range r.checks() {
-				if check(ctx) != nil {
+			checks := r.checks()
+			for _, name := range []string{checkCaughtUp, checkLeaderContact} {
+				if checks[name](context.Background()) != nil {
 					return 0
 				}
+			}
+			if r.fresh.AsOf().IsZero() || r.fresh.Age() > r.cfg.MaxStaleness+r.fresh.Period() {
+				return 0
 			}
 			return 1
 		})

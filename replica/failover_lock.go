@@ -142,16 +142,16 @@ func (l *failoverLock) fenced(ctx context.Context, was *promotion.Record, also [
 }
 
 // check confirms, just before a membership change, that the lock is held,
-// the record is still r, and the maintenance holds that could cover the
-// voter r replaces are as read (holds) when the change was decided.
-func (l *failoverLock) check(ctx context.Context, r *promotion.Record, holds []promotion.MaintenanceHold) error {
-	return l.fenced(ctx, r, membership.HoldsUnchanged(r.Dead, holds))
+// the record is still r, and no maintenance hold was written since the
+// holds were read at revision holdsRev, when the change was decided.
+func (l *failoverLock) check(ctx context.Context, r *promotion.Record, holdsRev int64) error {
+	return l.fenced(ctx, r, []clientv3.Cmp{membership.HoldsUnchanged(holdsRev)})
 }
 
-// write stores r in place of was while the holds that could cover the
-// voter r replaces are as read (holds).
-func (l *failoverLock) write(ctx context.Context, was, r *promotion.Record, holds []promotion.MaintenanceHold) error {
-	return l.fenced(ctx, was, membership.HoldsUnchanged(r.Dead, holds), clientv3.OpPut(failoverRecordKey, r.Marshal()))
+// write stores r in place of was while no maintenance hold was written
+// since revision holdsRev.
+func (l *failoverLock) write(ctx context.Context, was, r *promotion.Record, holdsRev int64) error {
+	return l.fenced(ctx, was, []clientv3.Cmp{membership.HoldsUnchanged(holdsRev)}, clientv3.OpPut(failoverRecordKey, r.Marshal()))
 }
 
 // clear deletes r, hold or not: a finished or abandoned failover changes

@@ -73,7 +73,7 @@ func (r *roles) observe(ctx context.Context) (promotion.Observation, error) {
 	if o.Failover, err = r.readRecord(ctx); err != nil {
 		return promotion.Observation{}, err
 	}
-	if o.Holds, err = r.readHolds(ctx); err != nil {
+	if o.Holds, o.HoldsRev, err = r.readHolds(ctx); err != nil {
 		return promotion.Observation{}, err
 	}
 	view, viewErr := r.observeLeader(ctx, &o)
@@ -207,30 +207,39 @@ func (r *roles) observeVoters(ctx context.Context, view membership.RaftStatus, v
 func (r *roles) witness(ctx context.Context, members []*etcdmembership.Member, voters []promotion.Voter) {
 	var lonely []int
 	for i, v := range voters {
-		if !v.PeerAnswered && v.PeerSeen && v.Leader != promotion.LeaderViewInactive && v.Leader != promotion.LeaderViewActive {
+		if v.NeedsWitness() {
 			lonely = append(lonely, i)
 		}
 	}
 	if len(lonely) == 0 {
 		return
 	}
-	views := r.readPeerViews(ctx, members)
+	// A voter witnesses for the others only: with one suspect, its own
+	// view (which would wait out the timeout on a dead voter) is not read.
+	var skip uint64
+	if len(lonely) == 1 {
+		skip = voters[lonely[0]].ID
+	}
+	views := r.readPeerViews(ctx, members, skip)
 	for _, i := range lonely {
 		voters[i].Witness = membership.WitnessOf(voters[i].ID, views)
 	}
 }
 
 // readPeerViews reads each voter's own peer view from its client URLs'
-// /metrics; a set read less than promotion.ViewReuse ago stands in (each
-// read costs a voter a gathering of its whole registry, and a silence is
-// timed in seconds).
-func (r *roles) readPeerViews(ctx context.Context, members []*etcdmembership.Member) map[uint64]*membership.PeerView {
+// /metrics, but skip's; a set read less than promotion.ViewReuse ago
+// stands in (each read costs a voter a gathering of its whole registry,
+// and a silence is timed in seconds).
+func (r *roles) readPeerViews(ctx context.Context, members []*etcdmembership.Member, skip uint64) map[uint64]*membership.PeerView {
 	if now := r.clock.Now(); !r.peerViewsAt.IsZero() && now.Sub(r.peerViewsAt) < promotion.ViewReuse && now.Sub(r.peerViewsAt) >= 0 {
 		return r.peerViews
 	}
 	views := make([]*membership.PeerView, len(members))
 	var wg sync.WaitGroup
 	for i, m := range members {
+		if uint64(m.ID) == skip {
+			continue
+		}
 		urls := m.ClientURLs
 		wg.Add(1)
 		go func() {
@@ -298,17 +307,18 @@ func (r *roles) readRecord(ctx context.Context) (*promotion.Record, error) {
 	return promotion.ParseRecord(res.KVs[0].Value)
 }
 
-// readHolds reads the maintenance holds from the replica's own store.
-func (r *roles) readHolds(ctx context.Context) ([]promotion.MaintenanceHold, error) {
+// readHolds reads the maintenance holds from the replica's own store, and
+// the store's revision then (the fence's: membership.HoldsUnchanged).
+func (r *roles) readHolds(ctx context.Context) ([]promotion.MaintenanceHold, int64, error) {
 	res, err := r.srv.KV().Range(ctx, []byte(membership.HoldPrefix), []byte(clientv3.GetPrefixRangeEnd(membership.HoldPrefix)), mvcc.RangeOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("maintenance holds: %w", err)
+		return nil, 0, fmt.Errorf("maintenance holds: %w", err)
 	}
 	var out []promotion.MaintenanceHold
 	for _, kv := range res.KVs {
 		out = append(out, promotion.ReadMaintenanceHold(kv.Key, kv.Value, kv.ModRevision))
 	}
-	return out, nil
+	return out, res.Rev, nil
 }
 
 // view is the leader's raft status for the observation o: the last one

@@ -297,7 +297,7 @@ func (r *roles) do(ctx context.Context, lg *zap.Logger, o promotion.Observation,
 		if a.Record != nil {
 			// A standby stopped between deciding and acting (a pause past
 			// its lock) must not promote on a stale decision.
-			if err := r.lock.check(ctx, a.Record, o.Holds); err != nil {
+			if err := r.lock.check(ctx, a.Record, o.HoldsRev); err != nil {
 				lg.Warn("promotion not attempted: the failover lock or record changed", zap.Error(err))
 				return err
 			}
@@ -310,7 +310,7 @@ func (r *roles) do(ctx context.Context, lg *zap.Logger, o promotion.Observation,
 		r.m.promotions.WithLabelValues(string(r.cfg.Role), "ok").Inc()
 		lg.Info("promoted to voter", zap.Uint64("applied", o.Applied), zap.Uint64("leader-commit", o.LeaderCommit))
 	case promotion.RemoveVoter:
-		if err := r.lock.check(ctx, a.Record, o.Holds); err != nil {
+		if err := r.lock.check(ctx, a.Record, o.HoldsRev); err != nil {
 			lg.Warn("removal not attempted: the failover lock or record changed", zap.Error(err))
 			return err
 		}
@@ -322,7 +322,7 @@ func (r *roles) do(ctx context.Context, lg *zap.Logger, o promotion.Observation,
 		r.m.removals.WithLabelValues("ok").Inc()
 		lg.Info("removed the dead voter it replaced", zap.String("voter", fmt.Sprintf("%x", a.Target)))
 	case promotion.WriteRecord:
-		if err := r.lock.write(ctx, o.Failover, a.Record, o.Holds); err != nil {
+		if err := r.lock.write(ctx, o.Failover, a.Record, o.HoldsRev); err != nil {
 			lg.Warn("failover record not written", zap.Error(err))
 			return err
 		}

@@ -80,7 +80,7 @@ func status(ctx context.Context, cli *clientv3.Client, sts []*membership.Member,
 	} else {
 		membership.WriteFailover(stdout, rec, clock.Now())
 	}
-	if hs, err := membership.Holds(ctx, cli); err != nil {
+	if hs, _, err := membership.Holds(ctx, cli); err != nil {
 		fmt.Fprintf(stderr, "replica status: %v\n", err)
 	} else {
 		membership.WriteHolds(stdout, hs)

@@ -74,14 +74,26 @@ func (g *scaleRig) idleWindow(r *runner, u, s *scaleArm, urls []string) {
 	s.add(Result{Seconds: secs, CPU: map[string]float64{"leader": used["s"]}}, 100*used["s"]/secs)
 }
 
-// writeWindow puts at p.scaleWriteRate through cli, to leader, for a window.
-func (g *scaleRig) writeWindow(a *scaleArm, cli *clientv3.Client, leader *harness.Member) {
-	cpu := startCPU(map[string]int{"leader": leader.Proc.PID()})
+// writeWindow puts at p.scaleWriteRate through cli, to leader, for a
+// window; the CPU of the processes extra names (the learner replicas that
+// feed cascaded ones) goes in the row's "extra" CPU, summed.
+func (g *scaleRig) writeWindow(a *scaleArm, cli *clientv3.Client, leader *harness.Member, extra ...int) {
+	pids := map[string]int{"leader": leader.Proc.PID()}
+	for i, pid := range extra {
+		pids["extra"+strconv.Itoa(i)] = pid
+	}
+	cpu := startCPU(pids)
 	res := loadAt(context.Background(), g.writeRate, 16, g.p.scaleWindow, func(ctx context.Context, w int) error {
 		_, err := cli.Put(ctx, "bench/scale/"+strconv.Itoa(w), value256)
 		return err
 	})
-	res.CPU = cpu.stop()
+	used := cpu.stop()
+	res.CPU = map[string]float64{"leader": used["leader"]}
+	if len(extra) > 0 {
+		for i := range extra {
+			res.CPU["extra"] += used["extra"+strconv.Itoa(i)]
+		}
+	}
 	a.add(res, res.CPUPer10k("leader"))
 }
 

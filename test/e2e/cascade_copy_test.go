@@ -125,6 +125,7 @@ func kvText(kv *mvccpb.KeyValue) string {
 // source compacts, both refuse the compacted revisions as the source does;
 // a lease's TTL through them is the source's.
 func TestCascadedReplicaIsAnExactCopy(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	voters := client(t, c.Endpoints()...)

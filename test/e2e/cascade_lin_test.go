@@ -23,6 +23,7 @@ import (
 // at once (read-your-writes); its weak reads never go back in revision,
 // across the switches of upstream.
 func TestCascadedReplicaStrongReadsAreLinearizable(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	voters := client(t, c.Endpoints()...)

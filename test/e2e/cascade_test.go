@@ -27,6 +27,7 @@ func cascaded(t *testing.T, c *harness.Cluster, name string, upstreams []string,
 // a write through it is read back from it at once, and a watch on it
 // delivers the source's events at the source's revisions.
 func TestCascadedReplicaServes(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	voters := client(t, c.Endpoints()...)
@@ -116,6 +117,7 @@ func TestCascadedReplicaServes(t *testing.T) {
 // the cascaded replica never serves the wrong value, stops serving, and
 // serves again, the right value, once it has bootstrapped anew.
 func TestCascadedReplicaNeverServesADivergedStore(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	voters := client(t, c.Endpoints()...)

@@ -259,6 +259,7 @@ func outcome(err error) string {
 // user and root, and requires the same outcome: served the same way or
 // refused with the same error.
 func TestReplicaAnswersEveryRPCAsAVoter(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	r := startReplica(t, bins, c, "r1", replicaOpts{Extra: []string{"--user", "root:rootpw"}})

@@ -49,6 +49,15 @@ func TestReplicaReadyzFollowsItsPeerLink(t *testing.T) {
 		})
 	}
 	waitAll("a caught-up replica ready on its client and metrics URLs", 30*time.Second, func(code int) bool { return code == http.StatusOK })
+	// understudy_replica_ready, the alert's input, says what /readyz says.
+	readyGauge := func(want float64, timeout time.Duration) {
+		t.Helper()
+		harness.WaitFor(t, timeout, fmt.Sprintf("understudy_replica_ready %v", want), func() (bool, error) {
+			v := metric(t, metrics, "understudy_replica_ready")
+			return v == want, fmt.Errorf("understudy_replica_ready %v", v)
+		})
+	}
+	readyGauge(1, 10*time.Second)
 
 	r.CutPeerLinks(t, c)
 	cut := time.Now()
@@ -59,6 +68,7 @@ func TestReplicaReadyzFollowsItsPeerLink(t *testing.T) {
 	t.Logf("leader contact lost %v after the cut", time.Since(cut).Round(100*time.Millisecond))
 	waitAll("the cut-off replica not ready", 15*time.Second, func(code int) bool { return code == http.StatusServiceUnavailable })
 	t.Logf("not ready %v after the cut", time.Since(cut).Round(100*time.Millisecond))
+	readyGauge(0, 10*time.Second)
 	if code, body := httpGet(r.ClientURL + "/readyz?verbose"); !strings.Contains(body, "[-]leader_contact failed") {
 		t.Errorf("cut-off replica's /readyz: %d %s; want leader_contact named as failed", code, body)
 	}
@@ -71,6 +81,7 @@ func TestReplicaReadyzFollowsItsPeerLink(t *testing.T) {
 
 	r.HealPeerLinks(c)
 	waitAll("the replica ready again after the heal", 60*time.Second, func(code int) bool { return code == http.StatusOK })
+	readyGauge(1, 10*time.Second)
 }
 
 // A replica never runs with a smaller backend quota than a voter's: one

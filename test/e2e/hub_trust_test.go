@@ -85,6 +85,7 @@ func TestHubTrustFakeHubWithCutLinks(t *testing.T) {
 // here a proxy rewrites the ID) is never used either: its URL is no member's
 // of the replica's cluster.
 func TestHubTrustHubOfAnotherCluster(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	bins.RequireReplica(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true})
@@ -320,6 +321,7 @@ func TestHubTrustHubFaultsFallBack(t *testing.T) {
 // user's token; a replica with --user still obtains its read indexes from
 // the hub.
 func TestHubTrustAuth(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	bins.RequireReplica(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
@@ -387,6 +389,7 @@ func TestHubTrustAuth(t *testing.T) {
 // a replica whose certificate is root's uses its hub without --user (the
 // hub's certificate verified against the cluster's CA).
 func TestHubTrustTLSCertificateUser(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	bins.RequireReplica(t)
 	certs := harness.NewCerts(t)

@@ -17,6 +17,7 @@ import (
 // revision would start over at every compaction; this one completes, and
 // verify passes.
 func TestMirrorResyncUnderCompaction(t *testing.T) {
+	beside(t)
 	keys, every := 20000, 200*time.Millisecond
 	if *mirrorLong {
 		keys, every = 200000, 2*time.Second

@@ -18,6 +18,7 @@ import (
 // has done it (the destination restarted with a larger quota, the alarm
 // disarmed), the mirror goes on by itself and verify passes.
 func TestMirrorIntoAFullDestinationWaitsAndResumes(t *testing.T) {
+	beside(t)
 	const quota = 8 << 20
 	p := startMirrorPairWith(t, 1, nil, []string{"--quota-backend-bytes", fmt.Sprint(quota)})
 	bins := p.bins

@@ -20,6 +20,7 @@ import (
 // running, refuses to go on, naming both revisions; restarted with
 // --resync it syncs in full and verify agrees.
 func TestMirrorRefusesASourceRestoredBehindItsCheckpoint(t *testing.T) {
+	beside(t)
 	for _, restarted := range []bool{true, false} {
 		name := "running"
 		if restarted {
@@ -128,6 +129,7 @@ func mirrorSourceRestored(t *testing.T, restarted bool) {
 // checkpoint of then, written together: the running mirror resumes from
 // that checkpoint and copies again what the restore took back.
 func TestMirrorResumesFromADestinationRestoredBehindItsWrites(t *testing.T) {
+	beside(t)
 	p := startMirrorPair(t)
 	put := func(k, v string) {
 		t.Helper()

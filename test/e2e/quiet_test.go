@@ -44,6 +44,11 @@ func TestQuietReplica(t *testing.T) {
 	// Rounds every --freshness-idle-interval (1s) would keep the age below
 	// about a second; the next quiet round is 20s after the last.
 	stale()
+	// understudy_replica_ready holds a quiet replica ready by its rounds'
+	// own schedule, and the scrapes above woke nothing: no round per scrape.
+	if v := gauge("understudy_replica_ready"); v != 1 {
+		t.Fatalf("understudy_replica_ready %v for a quiet replica, want 1", v)
+	}
 	code, body := httpGet(r.ClientURL + "/readyz?verbose")
 	if code != http.StatusOK {
 		t.Fatalf("/readyz of a quiet replica: %d\n%s", code, body)

@@ -166,6 +166,7 @@ func TestReplicaRestartIsTheSameMember(t *testing.T) {
 // entry out again and exits with a clear error; the voters never stop
 // taking writes.
 func TestReplicaMisconfiguredPeerURLIsUndone(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	voters := client(t, c.Endpoints()...)

@@ -196,6 +196,7 @@ func TestStoppedLearnerIsNotPromoted(t *testing.T) {
 }
 
 func TestReplicaStatusAgreesWithEtcdctl(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	r := startReplica(t, bins, c, "r1", replicaOpts{})

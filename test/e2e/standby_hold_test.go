@@ -87,6 +87,7 @@ func TestAHeldVoterIsNotReplacedUntilTheHoldEnds(t *testing.T) {
 // write under \x00understudy/ cannot write a hold (nor release one), and is
 // told what it needs; root can.
 func TestAHoldWithoutRightsIsRefused(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	for _, args := range [][]string{
@@ -112,10 +113,12 @@ func TestAHoldWithoutRightsIsRefused(t *testing.T) {
 	}
 }
 
-// TestAHoldFencesTheStandbysSteps: the comparisons a standby's fenced
-// steps carry (membership.HoldsUnchanged) pass while the holds are as it
-// read them, and fail once a hold is written, renewed or written for
-// every voter after it read them; one that ended is read again and passes.
+// TestAHoldFencesTheStandbysSteps: the comparison a standby's fenced steps
+// carry (membership.HoldsUnchanged) passes while no hold was written since
+// the standby read the holds, and fails once a hold is written, renewed,
+// written for every voter, or written by hand under a key of its own after
+// the read; a release (which only loosens) does not fail it, and a read
+// after any of these passes.
 func TestAHoldFencesTheStandbysSteps(t *testing.T) {
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
 	cli := client(t, c.Endpoints()...)
@@ -125,21 +128,21 @@ func TestAHoldFencesTheStandbysSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	const voter = 0xabc // the voter a standby would replace
-	step := func(observed []promotion.MaintenanceHold) bool {
+	step := func(readAt int64) bool {
 		t.Helper()
-		resp, err := cli.Txn(ctx).If(membership.HoldsUnchanged(voter, observed)...).Commit()
+		resp, err := cli.Txn(ctx).If(membership.HoldsUnchanged(readAt)).Commit()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return resp.Succeeded
 	}
-	read := func() []promotion.MaintenanceHold {
+	read := func() int64 {
 		t.Helper()
-		hs, err := membership.Holds(ctx, cli)
+		_, rev, err := membership.Holds(ctx, cli)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return hs
+		return rev
 	}
 	none := read()
 	if !step(none) {
@@ -161,17 +164,31 @@ func TestAHoldFencesTheStandbysSteps(t *testing.T) {
 	if step(all) {
 		t.Fatal("a hold renewed after the read: the step went through")
 	}
+	renewed := read()
 	if _, err := membership.Release(ctx, cli, sts, ""); err != nil {
 		t.Fatal(err)
 	}
-	if step(all) || !step(read()) {
-		t.Fatal("a hold released: the old read must fail, a new read pass")
+	if !step(renewed) || !step(read()) {
+		t.Fatal("a hold released after the read: the step failed (a release only loosens)")
 	}
 	// A hold of this voter, written directly, as another tool would.
+	before := read()
 	if _, err := cli.Put(ctx, membership.HoldKey(voter), promotion.MaintenanceHold{Voter: voter}.Marshal()); err != nil {
 		t.Fatal(err)
 	}
-	if step(none) {
+	if step(before) {
 		t.Fatal("a hold of the voter written after the read: the step went through")
+	}
+	// One under a key of its own that cannot be read (it holds every
+	// voter: promotion.ReadMaintenanceHold).
+	before = read()
+	if _, err := cli.Put(ctx, membership.HoldPrefix+"by-hand", "not json"); err != nil {
+		t.Fatal(err)
+	}
+	if step(before) {
+		t.Fatal("an unreadable hold under a key of its own written after the read: the step went through")
+	}
+	if !step(read()) {
+		t.Fatal("every hold read: the step failed")
 	}
 }

@@ -33,7 +33,8 @@ type server struct {
 }
 
 // TestKubeAPIServer runs a real kube-apiserver storing in etcd through the
-// replicas only, and, as the reference, through stock etcd voters.
+// learner replicas only, through cascaded replicas only, and, as the
+// reference, through stock etcd voters.
 //
 //	scripts/build-kube.sh && go test -tags kube ./test/kube -v -timeout 30m
 func TestKubeAPIServer(t *testing.T) {
@@ -50,6 +51,26 @@ func TestKubeAPIServer(t *testing.T) {
 		t.Logf("3 voters and 2 replicas serving in %v", time.Since(start).Round(time.Millisecond))
 		kubeScenario(t, bins, c, servers)
 		t.Logf("replicas: %v in all", time.Since(start).Round(time.Millisecond))
+	})
+	t.Run("cascaded", func(t *testing.T) {
+		start := time.Now()
+		c := harness.StartCluster(t, harness.ClusterConfig{Kinds: []harness.Kind{harness.KindEtcd, harness.KindEtcd, harness.KindEtcd}})
+		var upstreams []string
+		for _, name := range []string{"r1", "r2"} {
+			upstreams = append(upstreams, harness.StartReplica(t, c, harness.ReplicaConfig{Name: name}).ClientURL)
+		}
+		// The apiserver knows only the cascaded replicas: none of them is
+		// a member, and a watch resumed on the other one after a kill
+		// resumes by the cluster's own revisions.
+		var servers []*server
+		for _, name := range []string{"c1", "c2"} {
+			r := harness.StartReplica(t, c, harness.ReplicaConfig{Name: name, Upstream: upstreams})
+			servers = append(servers, &server{name: name, url: r.ClientURL, proc: r.Proc,
+				serving: func(t *testing.T) { r.WaitServing(t, restartTimeout) }})
+		}
+		t.Logf("3 voters, 2 learner replicas and 2 cascaded replicas serving in %v", time.Since(start).Round(time.Millisecond))
+		kubeScenario(t, bins, c, servers)
+		t.Logf("cascaded: %v in all", time.Since(start).Round(time.Millisecond))
 	})
 	t.Run("voters", func(t *testing.T) {
 		start := time.Now()
