@@ -101,7 +101,7 @@ func TestAHoldPastItsEndNoLongerStands(t *testing.T) {
 	if a.Kind != AcquireFailoverLock || d.Status().State != StateActing {
 		t.Fatalf("a hold past its end: %v (%s), want the failover to go on", a.Kind, a.Reason)
 	}
-	if !(MaintenanceHold{Until: until}).Stands(until.Add(holdSkew - time.Second)) || (MaintenanceHold{Until: until}).Stands(until.Add(holdSkew)) {
+	if !(MaintenanceHold{Until: until}).Stands(until.Add(holdSkew-time.Second)) || (MaintenanceHold{Until: until}).Stands(until.Add(holdSkew)) {
 		t.Fatal("Stands")
 	}
 }
