@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Renders the Kubernetes manifests offline (deploy/kubernetes/overlays/reader,
-# overlays/standby, monitoring) with `kubectl kustomize` (or `kustomize
-# build`), and checks each overlay yields its StatefulSet, headless and client
-# Services, PodDisruptionBudget and ServiceMonitor. CI's Go test test/deploy
+# overlays/standby, overlays/cascaded, monitoring) with `kubectl kustomize`
+# (or `kustomize build`), and checks each overlay yields its StatefulSet,
+# headless and client Services, PodDisruptionBudget and ServiceMonitor, and
+# the cascaded overlay its Deployment, client Service, HPA and PDB. CI's Go test test/deploy
 # checks the replica's settings in them without kubectl.
 set -euo pipefail
 cd "$(dirname "$0")/../deploy/kubernetes"
@@ -23,6 +24,15 @@ for overlay in reader standby; do
   done
   echo "overlays/$overlay: $(grep -c '^kind:' <<<"$out") objects"
 done
+out=$(build overlays/cascaded)
+for want in "kind: Deployment" "name: understudy-replica-cascaded$" "kind: HorizontalPodAutoscaler" \
+  "name: understudy-replica-client-cascaded$" "kind: PodDisruptionBudget" "emptyDir: {}" "UNDERSTUDY_UPSTREAM: https://"; do
+  grep -q -- "$want" <<<"$out" || { echo "check-kubernetes: overlays/cascaded: no '$want'" >&2; exit 1; }
+done
+if grep -q -- "UNDERSTUDY_JOIN\|kind: StatefulSet\|PersistentVolumeClaim" <<<"$out"; then
+  echo "check-kubernetes: overlays/cascaded: a member's setting (--join, a StatefulSet, a PVC)" >&2; exit 1
+fi
+echo "overlays/cascaded: $(grep -c '^kind:' <<<"$out") objects"
 out=$(build monitoring)
 grep -q "kind: PrometheusRule" <<<"$out" || { echo "check-kubernetes: monitoring: no PrometheusRule" >&2; exit 1; }
 echo "monitoring: $(grep -c '^kind:' <<<"$out") objects"

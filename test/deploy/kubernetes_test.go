@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -215,7 +216,7 @@ func literals(t *testing.T, path string) map[string]string {
 	loadYAML(t, path, &k)
 	m := map[string]string{}
 	for _, g := range k.ConfigMapGenerator {
-		if g.Name != "understudy-replica" {
+		if !strings.HasPrefix(g.Name, "understudy-replica") { // and -cascaded
 			continue
 		}
 		for _, l := range g.Literals {
@@ -240,4 +241,60 @@ func expand(t *testing.T, s string, env map[string]string) string {
 		}
 		return v
 	})
+}
+
+// TestKubernetesCascadedOverlayConfiguresACascadedReplica loads the
+// cascaded overlay's Deployment as Kubernetes would hand it to the
+// container, as TestKubernetesOverlaysConfigureAValidReplica does the
+// StatefulSet: a valid cascaded replica (no member: no --join, no peer
+// URLs), fed by the reader overlay's pods by the names the Secret's
+// certificate lists (scripts/kube-pki-secret.sh), its data on the emptyDir.
+func TestKubernetesCascadedOverlayConfiguresACascadedReplica(t *testing.T) {
+	dir := filepath.Join(kubeDir, "overlays", "cascaded")
+	var d statefulSet // a Deployment's pod template has the same shape
+	loadYAML(t, filepath.Join(dir, "deployment.yaml"), &d)
+	if len(d.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("want one container, got %d", len(d.Spec.Template.Spec.Containers))
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	checkContainer(t, c)
+	env := literals(t, filepath.Join(dir, "kustomization.yaml"))
+	env["POD_NAME"], env["POD_IP"] = "understudy-replica-cascaded-7d9f8-x2x4k", "10.244.0.17"
+	var args []string
+	for _, a := range c.Args {
+		args = append(args, expand(t, a, env))
+	}
+	cfg := config.DefaultReplica()
+	fs := config.NewReplicaFlags(&cfg)
+	for key, v := range env {
+		if name, ok := strings.CutPrefix(key, config.EnvPrefix); ok {
+			if fs.Lookup(strings.ReplaceAll(strings.ToLower(name), "_", "-")) == nil {
+				t.Errorf("%s names no replica flag", key)
+			}
+			t.Setenv(key, v)
+		}
+	}
+	if err := config.LoadReplica(&cfg, fs, args); err != nil {
+		t.Fatalf("replica %s: %v", strings.Join(args, " "), err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("replica %s: %v", strings.Join(args, " "), err)
+	}
+	if !cfg.Cascaded() {
+		t.Fatalf("--upstream %q: want a cascaded replica", cfg.Upstream)
+	}
+	for i, u := range cfg.Upstream {
+		pod := fmt.Sprintf("understudy-replica-reader-%d", i)
+		if want := "https://" + pod + ".understudy-replica-reader.kube-system.svc.cluster.local:2379"; u != want {
+			t.Errorf("upstream %d is %s, want the reader overlay's pod %s by the name its certificate lists: %s", i, u, pod, want)
+		}
+	}
+	for _, f := range []string{cfg.ClientTLS.CertFile, cfg.ClientTLS.KeyFile, cfg.ClientTLS.TrustedCAFile} {
+		if dir, file := filepath.Split(f); dir != "/etc/kubernetes/pki/etcd/" || !slices.Contains(pkiFiles, file) {
+			t.Errorf("TLS file %q is not one of the Secret's %v in /etc/kubernetes/pki/etcd", f, pkiFiles)
+		}
+	}
+	if !strings.HasPrefix(cfg.DataDir, mountOf(c, "data")+"/") {
+		t.Errorf("--data-dir %s is not under the emptyDir's mount %s", cfg.DataDir, mountOf(c, "data"))
+	}
 }

@@ -165,7 +165,7 @@ func kustomizations(t *testing.T, dir string) []string {
 	if err != nil {
 		t.Fatalf("deploy/kubernetes: %v", err)
 	}
-	for _, want := range []string{"overlays/reader", "overlays/standby"} {
+	for _, want := range []string{"overlays/reader", "overlays/standby", "overlays/cascaded"} {
 		if !slices.Contains(dirs, filepath.Join(dir, want)) {
 			t.Fatalf("deploy/kubernetes has no %s: %v", want, dirs)
 		}
