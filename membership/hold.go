@@ -60,7 +60,7 @@ func Hold(ctx context.Context, cli *clientv3.Client, sts []*Member, target strin
 		}
 		h.Voter, h.Name = s.id, s.Name
 	}
-	h.Until = now.Add(ttl).UTC().Truncate(time.Second)
+	h.Until, h.For = now.Add(ttl).UTC().Truncate(time.Second), ttl
 	key := HoldKey(h.Voter)
 	old, err := cli.Get(ctx, key)
 	if err != nil {

@@ -24,6 +24,14 @@ type MaintenanceHold struct {
 	// whole TTL again at each new leader, so a standby also ignores a hold
 	// past Until (holdSkew later, for the clocks' difference).
 	Until time.Time `json:"until"`
+	// For is the hold's length as asked (its lease's TTL). A standby times
+	// it from Seen on its own clock too, so that a writer's clock behind
+	// the standby's cannot end a hold early: the hold stands until the
+	// later of the two ends.
+	For time.Duration `json:"for,omitempty"`
+	// Seen is when this standby first read this version of the hold (its
+	// ModRevision), on its own clock; not stored.
+	Seen time.Time `json:"-"`
 	// Key and ModRevision are where it was read and the key's revision
 	// then: a standby's fenced steps compare them, so that a hold written
 	// or renewed since fails them.
@@ -35,9 +43,14 @@ type MaintenanceHold struct {
 // writer's and the standby's clocks to differ.
 const holdSkew = 30 * time.Second
 
-// Stands reports whether h still holds at now (the standby's clock).
+// Stands reports whether h still holds at now (the standby's clock): until
+// holdSkew past Until, or past For after the standby first saw it,
+// whichever is later.
 func (h MaintenanceHold) Stands(now time.Time) bool {
-	return h.Until.IsZero() || now.Before(h.Until.Add(holdSkew))
+	if h.Until.IsZero() || now.Before(h.Until.Add(holdSkew)) {
+		return true
+	}
+	return h.For > 0 && !h.Seen.IsZero() && now.Before(h.Seen.Add(h.For+holdSkew))
 }
 
 // Marshal is the hold as stored.

@@ -105,3 +105,27 @@ func TestAHoldPastItsEndNoLongerStands(t *testing.T) {
 		t.Fatal("Stands")
 	}
 }
+
+// A hold written by a clock an hour behind the standby's ends by the
+// standby's clock: For after the standby first saw it, not at its Until.
+func TestAHoldFromASlowClockStillLastsItsLength(t *testing.T) {
+	seen := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	h := MaintenanceHold{Voter: 2, Until: seen.Add(-50 * time.Minute), For: 10 * time.Minute, Seen: seen}
+	for _, tc := range []struct {
+		at    time.Duration
+		holds bool
+	}{{0, true}, {9 * time.Minute, true}, {10*time.Minute + holdSkew - time.Second, true}, {10*time.Minute + holdSkew, false}} {
+		if got := h.Stands(seen.Add(tc.at)); got != tc.holds {
+			t.Errorf("%v after it was seen: stands %v, want %v", tc.at, got, tc.holds)
+		}
+	}
+	// A clock ahead: Until, the later end, decides.
+	h = MaintenanceHold{Voter: 2, Until: seen.Add(70 * time.Minute), For: 10 * time.Minute, Seen: seen}
+	if !h.Stands(seen.Add(69 * time.Minute)) {
+		t.Error("a hold before its Until does not stand")
+	}
+	// One written without For (by hand, or before it existed) ends at Until.
+	if (MaintenanceHold{Until: seen, Seen: seen}).Stands(seen.Add(holdSkew)) {
+		t.Error("a hold without For stands past its Until")
+	}
+}

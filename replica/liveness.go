@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	etcdmembership "go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.uber.org/zap"
@@ -305,20 +304,6 @@ func (r *roles) readRecord(ctx context.Context) (*promotion.Record, error) {
 		return nil, nil
 	}
 	return promotion.ParseRecord(res.KVs[0].Value)
-}
-
-// readHolds reads the maintenance holds from the replica's own store, and
-// the store's revision then (the fence's: membership.HoldsUnchanged).
-func (r *roles) readHolds(ctx context.Context) ([]promotion.MaintenanceHold, int64, error) {
-	res, err := r.srv.KV().Range(ctx, []byte(membership.HoldPrefix), []byte(clientv3.GetPrefixRangeEnd(membership.HoldPrefix)), mvcc.RangeOptions{})
-	if err != nil {
-		return nil, 0, fmt.Errorf("maintenance holds: %w", err)
-	}
-	var out []promotion.MaintenanceHold
-	for _, kv := range res.KVs {
-		out = append(out, promotion.ReadMaintenanceHold(kv.Key, kv.Value, kv.ModRevision))
-	}
-	return out, res.Rev, nil
 }
 
 // view is the leader's raft status for the observation o: the last one

@@ -115,6 +115,10 @@ type roles struct {
 	// peerViewsAt, each nil if it did not answer.
 	peerViews   map[uint64]*membership.PeerView
 	peerViewsAt time.Time
+	// holdSeen is when this process first read each version (ModRevision)
+	// of the maintenance holds it still reads: promotion times a hold's
+	// For from it.
+	holdSeen map[int64]time.Time
 	// rtt follows the round trips of the evidence that answered (rounds,
 	// view reads, probes), and leaderRTT, if set, is the front's rounds'
 	// round trip to the leader: the longer sets the evidence's timeouts
