@@ -336,17 +336,9 @@ func TestAVoterNeverReachedHereIsNotReplacedWithoutTheLeadersWord(t *testing.T) 
 // sees it silent too, it is replaced after --failover-after.
 func TestAOneSidedPartitionIsNotADeath(t *testing.T) {
 	d := NewDecider(cfg(RoleStandby))
-	cut := func(at time.Duration, w Witness) Observation {
-		o := caughtUp(at)
-		for i := range o.Voters {
-			o.Voters[i].Leader = LeaderViewUnknown
-		}
-		o.Voters[2].PeerAnswered, o.Voters[2].PeerSeen, o.Voters[2].Witness = false, true, w
-		return o
-	}
 	for at := time.Duration(0); at < time.Hour; at += time.Second {
 		// m1 (the leader, its client URL cut) does not answer; m2 reaches m3.
-		if a := d.Step(cut(at, Witness{Active: 1, Of: 2})); a.Kind != None {
+		if a := d.Step(oneSidedCut(at, Witness{Active: 1, Of: 2})); a.Kind != None {
 			t.Fatalf("acted (%v: %s) at %v on a voter another voter reaches", a.Kind, a.Reason, at)
 		}
 	}
@@ -355,11 +347,11 @@ func TestAOneSidedPartitionIsNotADeath(t *testing.T) {
 	}
 	// m3 dies: m2 sees it silent too.
 	for at := time.Hour; at <= time.Hour+10*time.Second; at += time.Second {
-		if a := d.Step(cut(at, Witness{Silent: 1, Of: 2})); a.Kind != None {
+		if a := d.Step(oneSidedCut(at, Witness{Silent: 1, Of: 2})); a.Kind != None {
 			t.Fatalf("acted (%v) %v into a corroborated silence, before --failover-after", a.Kind, at-time.Hour)
 		}
 	}
-	want(t, "corroborated for 11s", d.Step(cut(time.Hour+11*time.Second, Witness{Silent: 1, Of: 2})), AcquireFailoverLock, 0)
+	want(t, "corroborated for 11s", d.Step(oneSidedCut(time.Hour+11*time.Second, Witness{Silent: 1, Of: 2})), AcquireFailoverLock, 0)
 }
 
 // A witness that does not answer a round (its /metrics timed out) neither
@@ -367,14 +359,6 @@ func TestAOneSidedPartitionIsNotADeath(t *testing.T) {
 // replaced after --failover-after, counted from the first corroborated
 // round; one that a witness sees active starts over.
 func TestAFlappingWitnessNeitherStartsNorEndsASilence(t *testing.T) {
-	cut := func(at time.Duration, w Witness) Observation {
-		o := caughtUp(at)
-		for i := range o.Voters {
-			o.Voters[i].Leader = LeaderViewUnknown
-		}
-		o.Voters[2].PeerAnswered, o.Voters[2].PeerSeen, o.Voters[2].Witness = false, true, w
-		return o
-	}
 	d := NewDecider(cfg(RoleStandby))
 	var a Action
 	for at := time.Duration(0); at <= 12*time.Second; at += time.Second {
@@ -382,7 +366,7 @@ func TestAFlappingWitnessNeitherStartsNorEndsASilence(t *testing.T) {
 		if at%(2*time.Second) == time.Second {
 			w = Witness{Of: 2} // no answer this round
 		}
-		if a = d.Step(cut(at, w)); a.Kind != None {
+		if a = d.Step(oneSidedCut(at, w)); a.Kind != None {
 			break
 		}
 	}
@@ -394,8 +378,20 @@ func TestAFlappingWitnessNeitherStartsNorEndsASilence(t *testing.T) {
 		if at == 6*time.Second {
 			w = Witness{Active: 1, Of: 2}
 		}
-		if a = d.Step(cut(at, w)); a.Kind != None {
+		if a = d.Step(oneSidedCut(at, w)); a.Kind != None {
 			t.Fatalf("acted (%v) at %v: a witness saw it active at 6s, so its silence is 6s old", a.Kind, at)
 		}
 	}
+}
+
+// oneSidedCut is an observation at at where no voter's leader view is
+// known and m3's peer URLs, which answered before, do not now; w is what
+// the other voters' own views say of m3.
+func oneSidedCut(at time.Duration, w Witness) Observation {
+	o := caughtUp(at)
+	for i := range o.Voters {
+		o.Voters[i].Leader = LeaderViewUnknown
+	}
+	o.Voters[2].PeerAnswered, o.Voters[2].PeerSeen, o.Voters[2].Witness = false, true, w
+	return o
 }
