@@ -49,6 +49,10 @@ type Config struct {
 	// LeaseGCInterval is how often leases without keys here are checked
 	// against the upstream and revoked here once the source has none.
 	LeaseGCInterval time.Duration
+	// WatchProgressNotifyInterval is how often the store's watches that
+	// ask for progress notifications get one (etcd's
+	// --watch-progress-notify-interval); 0 keeps etcd's default.
+	WatchProgressNotifyInterval time.Duration
 	// BreakApplyKey, a test hook, makes the Applier write a wrong value
 	// for this key, as a broken apply would: the check after the revision
 	// must find it (UNDERSTUDY_TEST_BREAK_APPLY).
@@ -101,6 +105,9 @@ func (c Config) Validate() error {
 		if d.v <= 0 {
 			add("cascade: %s %v: must be more than 0", d.name, d.v)
 		}
+	}
+	if c.WatchProgressNotifyInterval < 0 {
+		add("--watch-progress-notify-interval %v: must not be negative", c.WatchProgressNotifyInterval)
 	}
 	return errors.Join(problems...)
 }

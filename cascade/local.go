@@ -28,7 +28,8 @@ const (
 // listener (the front serves it, in-process), no fsync (the copy is rebuilt
 // from an upstream, never recovered), and alarms the source had raised
 // cleared (the local store is not the one over its quota).
-func startLocal(ctx context.Context, clock clockwork.Clock, dir, name, token string, logOutputs []string) (*embed.Etcd, error) {
+func startLocal(ctx context.Context, clock clockwork.Clock, dir, token string, cfg Config) (*embed.Etcd, error) {
+	name := cfg.Name
 	ec := embed.NewConfig()
 	ec.Name, ec.Dir = name, dir
 	u, _ := url.Parse(localPeerURL)
@@ -45,8 +46,13 @@ func startLocal(ctx context.Context, clock clockwork.Clock, dir, name, token str
 	ec.EnableGRPCGateway = false
 	ec.LogLevel = "warn"
 	ec.LogOutputs = []string{"stderr"}
-	if len(logOutputs) > 0 {
-		ec.LogOutputs = logOutputs
+	if len(cfg.LogOutputs) > 0 {
+		ec.LogOutputs = cfg.LogOutputs
+	}
+	// The front serves watches from this member's watch server: its
+	// progress notifications are the replica's.
+	if cfg.WatchProgressNotifyInterval > 0 {
+		ec.WatchProgressNotifyInterval = cfg.WatchProgressNotifyInterval
 	}
 	e, err := embed.StartEtcd(ec)
 	if err != nil {

@@ -135,7 +135,7 @@ func (s *Store) bootstrap(ctx context.Context, src upstream) error {
 		return err
 	}
 	_ = os.Remove(snap)
-	e, err := startLocal(ctx, s.clock, storeDir(s.cfg.Dir), s.cfg.Name, token, s.cfg.LogOutputs)
+	e, err := startLocal(ctx, s.clock, storeDir(s.cfg.Dir), token, s.cfg)
 	if err != nil {
 		return err
 	}

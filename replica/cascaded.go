@@ -122,6 +122,7 @@ func cascadeConfig(cfg config.Replica, opts Options, metrics *cascade.Metrics) c
 	cc.Self = append(append([]string{}, cfg.ListenClientURLs...), cfg.AdvertiseClientURLs...)
 	cc.Dir, cc.Name = cfg.DataDir, cfg.Name
 	cc.LogOutputs = opts.MemberLogOutputs
+	cc.WatchProgressNotifyInterval = cfg.WatchProgressNotifyInterval
 	cc.Logger, cc.Metrics, cc.Clock = opts.Logger.Named("cascade"), metrics, opts.Clock
 	cc.BreakApplyKey = os.Getenv("UNDERSTUDY_TEST_BREAK_APPLY")
 	cc.Dial = func(endpoints []string) (*clientv3.Client, error) {

@@ -25,7 +25,8 @@ func cascaded(t *testing.T, c *harness.Cluster, name string, upstreams []string,
 // A cascaded replica serves what its upstream replica copies, with the
 // source's revisions: strong reads see a write acknowledged by the voters,
 // a write through it is read back from it at once, and a watch on it
-// delivers the source's events at the source's revisions.
+// delivers the source's events at the source's revisions, and its progress
+// notifications at --watch-progress-notify-interval (Kubernetes' bookmarks).
 func TestCascadedReplicaServes(t *testing.T) {
 	beside(t)
 	bins := harness.Binaries(t)
@@ -39,10 +40,11 @@ func TestCascadedReplicaServes(t *testing.T) {
 		}
 	}
 	r := startReplica(t, bins, c, "r1", replicaOpts{})
-	cr := cascaded(t, c, "c1", []string{r.ClientURL})
+	cr := cascaded(t, c, "c1", []string{r.ClientURL}, "--watch-progress-notify-interval=1s")
 	cc := client(t, cr.ClientURL)
 
 	wch := cc.Watch(ctx, "w/", clientv3.WithPrefix())
+	pch := cc.Watch(ctx, "p/", clientv3.WithPrefix(), clientv3.WithProgressNotify())
 	put, err := voters.Put(ctx, "w/a", "1")
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +74,18 @@ func TestCascadedReplicaServes(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("watch: %d of %d events", i, len(want))
 		}
+	}
+	// etcd's default interval is 10 minutes: a notification within 30 s
+	// is the flag's.
+	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer pcancel()
+	select {
+	case resp := <-pch:
+		if !resp.IsProgressNotify() || resp.Header.Revision < own.Header.Revision {
+			t.Fatalf("a watch that asked for progress notifications got %+v first; want a progress notification at revision ≥ %d", resp, own.Header.Revision)
+		}
+	case <-pctx.Done():
+		t.Fatalf("no progress notification within 30 s with --watch-progress-notify-interval=1s")
 	}
 	old, err := cc.Get(ctx, "k3")
 	if err != nil || len(old.Kvs) != 1 || string(old.Kvs[0].Value) != "before" {

@@ -142,17 +142,28 @@ func seed(f *os.File, from string) (bool, error) {
 }
 
 // moduleRoot walks up from the working directory (the test's package
-// directory) to the directory holding go.mod.
+// directory) to understudy's module: the first directory holding go.mod and
+// cmd/replica, so that a test module nested in the tree (test/conformance)
+// builds the binaries users get. Outside understudy it is the nearest go.mod.
 func moduleRoot() (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("harness: find module root: %w", err)
 	}
+	nearest := ""
 	for dir := wd; ; dir = filepath.Dir(dir) {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
+			if _, err := os.Stat(filepath.Join(dir, "cmd", "replica")); err == nil {
+				return dir, nil
+			}
+			if nearest == "" {
+				nearest = dir
+			}
 		}
 		if filepath.Dir(dir) == dir {
+			if nearest != "" {
+				return nearest, nil
+			}
 			return "", fmt.Errorf("harness: find module root: no go.mod above %s", wd)
 		}
 	}
