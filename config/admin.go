@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/understudy-kv/understudy/conn"
+	"github.com/understudy-kv/understudy/podscale"
 	"github.com/understudy-kv/understudy/promotion"
 )
 
@@ -33,6 +35,12 @@ type Admin struct {
 	HoldFor      time.Duration
 	Reason       string
 	All, Release bool
+	// IfScaledDown makes leave a StatefulSet pod's preStop hook: it leaves
+	// only when the StatefulSet no longer counts the pod (package
+	// podscale), reading it with the service account in
+	// ServiceAccountDir.
+	IfScaledDown      bool
+	ServiceAccountDir string
 }
 
 // AdminCommands are the commands Admin configures.
@@ -46,6 +54,7 @@ func NewAdminFlags(a *Admin, cmd string) *flag.FlagSet {
 	a.Rule = promotion.DefaultConfig()
 	a.Conn.Endpoints = []string{"http://127.0.0.1:2379"}
 	a.Write, a.HoldFor = "table", time.Hour
+	a.ServiceAccountDir = podscale.DefaultServiceAccountDir
 	fs.Func("endpoints", "Client URLs of the cluster, comma-separated (default http://127.0.0.1:2379).", func(s string) error {
 		a.Conn.Endpoints = strings.Split(s, ",")
 		return nil
@@ -63,13 +72,24 @@ func NewAdminFlags(a *Admin, cmd string) *flag.FlagSet {
 	fs.StringVar(&a.Reason, "reason", "", "hold: why, shown by replica status and every standby's status.")
 	fs.BoolVar(&a.All, "all", false, "hold: hold every voter, not one.")
 	fs.BoolVar(&a.Release, "release", false, "hold: end the hold now.")
+	fs.BoolVar(&a.IfScaledDown, "if-scaled-down", false, "leave: a StatefulSet pod's preStop hook: leave only if the StatefulSet no longer counts this pod (scaled down or uninstalled); the member defaults to the pod's name (its hostname).")
+	fs.StringVar(&a.ServiceAccountDir, "service-account-dir", a.ServiceAccountDir, "leave --if-scaled-down: the pod's service account token, ca.crt and namespace.")
 	a.Conn.Register(fs, "", "the members'")
 	return fs
 }
 
+// EtcdctlEnvPrefix is etcdctl's environment prefix: the admin commands read
+// their flags from ETCDCTL_ENDPOINTS, ETCDCTL_CACERT and the rest as etcdctl
+// does, below the command line.
+const EtcdctlEnvPrefix = "ETCDCTL_"
+
 // LoadAdmin parses args (flags may follow the member, as etcdctl's may)
-// into a; ErrHelp for -h.
+// into a, over ETCDCTL_* environment variables; ErrHelp for -h. With
+// --if-scaled-down and no member, the member is this pod: its hostname.
 func LoadAdmin(a *Admin, fs *flag.FlagSet, args []string) error {
+	if problems := loadEnv(fs, EtcdctlEnvPrefix, map[string]bool{}); len(problems) > 0 {
+		return errors.Join(problems...)
+	}
 	if err := fs.Parse(reorder(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return ErrHelp
@@ -81,6 +101,12 @@ func LoadAdmin(a *Admin, fs *flag.FlagSet, args []string) error {
 		return fmt.Errorf("%q: unexpected argument", fs.Arg(1))
 	case fs.NArg() == 1:
 		a.Target = fs.Arg(0)
+	case a.IfScaledDown:
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--if-scaled-down without a member: the pod's name (hostname): %w", err)
+		}
+		a.Target = host
 	}
 	return nil
 }
@@ -111,6 +137,9 @@ func (a Admin) Validate() error {
 				add("%s: a flag of replica hold, not of replica %s", f.name, a.Command)
 			}
 		}
+	}
+	if a.IfScaledDown && a.Command != "leave" {
+		add("--if-scaled-down: a flag of replica leave, not of replica %s", a.Command)
 	}
 	if a.Command == "hold" && !a.Release && a.HoldFor < time.Second {
 		add("--for %v: must be at least 1s", a.HoldFor)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -26,6 +27,8 @@ func TestAdminFlagsAndProblems(t *testing.T) {
 		{"status", []string{"-w", "yaml"}, `-w "yaml": want table or json`},
 		{"leave", []string{"r1", "r2"}, `"r2": unexpected argument`},
 		{"status", []string{"--password", "x"}, "--password: needs --user"},
+		{"leave", []string{"--if-scaled-down"}, ""},
+		{"status", []string{"--if-scaled-down"}, "--if-scaled-down: a flag of replica leave, not of replica status"},
 	} {
 		var a Admin
 		fs := NewAdminFlags(&a, c.cmd)
@@ -39,5 +42,30 @@ func TestAdminFlagsAndProblems(t *testing.T) {
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s %v: %v, want %q", c.cmd, c.args, err, c.want)
 		}
+	}
+}
+
+// The admin commands read etcdctl's environment variables below their
+// command line, as etcdctl does; leave --if-scaled-down is this pod's.
+func TestAdminReadsEtcdctlEnvironment(t *testing.T) {
+	t.Setenv("ETCDCTL_ENDPOINTS", "https://10.0.0.1:2379,https://10.0.0.2:2379")
+	t.Setenv("ETCDCTL_CACERT", "/pki/ca.crt")
+	var a Admin
+	if err := LoadAdmin(&a, NewAdminFlags(&a, "leave"), []string{"--if-scaled-down", "--cacert", "/other/ca.crt"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(a.Conn.Endpoints, ","); got != "https://10.0.0.1:2379,https://10.0.0.2:2379" {
+		t.Errorf("endpoints %q, want ETCDCTL_ENDPOINTS's", got)
+	}
+	if a.Conn.CACert != "/other/ca.crt" {
+		t.Errorf("--cacert %q: the command line must win over ETCDCTL_CACERT", a.Conn.CACert)
+	}
+	host, _ := os.Hostname()
+	if a.Target != host || host == "" {
+		t.Errorf("leave --if-scaled-down without a member: target %q, want the hostname %q", a.Target, host)
+	}
+	t.Setenv("ETCDCTL_INSECURE_SKIP_TLS_VERIFY", "maybe")
+	if err := LoadAdmin(&a, NewAdminFlags(&a, "status"), nil); err == nil || !strings.Contains(err.Error(), "ETCDCTL_INSECURE_SKIP_TLS_VERIFY") {
+		t.Errorf("a bad ETCDCTL_ variable: %v, want an error naming it", err)
 	}
 }

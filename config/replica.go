@@ -127,6 +127,11 @@ type Replica struct {
 	// RemoveOnExit removes the replica's member entry (and data dir) when
 	// it stops cleanly.
 	RemoveOnExit bool
+	// ReplaceStaleDataDir moves aside a data dir that holds a member of
+	// another cluster (the voters were restored from a snapshot) or one the
+	// cluster no longer lists, and joins as a new learner, instead of
+	// refusing to start.
+	ReplaceStaleDataDir bool
 
 	// Zone labels the replica for zone-affine balancers (free text, such as
 	// a cloud zone name); empty means none.
@@ -379,6 +384,9 @@ func (c Replica) validateCascaded() []error {
 	}
 	if c.RemoveOnExit {
 		add("--remove-on-exit with --upstream: a cascaded replica has no member entry to remove")
+	}
+	if c.ReplaceStaleDataDir {
+		add("--replace-stale-data-dir with --upstream: a cascaded replica bootstraps its store again by itself")
 	}
 	for _, u := range c.Upstream {
 		if slices.Contains(c.AdvertiseClientURLs, u) || slices.Contains(c.ListenClientURLs, u) {

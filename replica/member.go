@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -28,7 +29,7 @@ const joinProbeTimeout = 5 * time.Second
 // it. A data dir holding a learner that never started (a first start that
 // crashed after the add) is emptied, and its entry removed unless a join
 // with these peer URLs takes it over.
-func prepare(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv3.Client) error {
+func prepare(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, cfg config.Replica, cli *clientv3.Client) error {
 	if err := joinsItself(cfg); err != nil {
 		return err
 	}
@@ -51,6 +52,7 @@ func prepare(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clien
 		return fmt.Errorf("replica: %w", err)
 	}
 	verdict, err := learner.CheckDataDir(self(cfg), stored, held, cl.ID, cl.Members)
+	confirmed := !errors.Is(err, learner.ErrRemovedMember) // a foreign cluster ID does not lag
 	if errors.Is(err, learner.ErrRemovedMember) || verdict == learner.VerdictDiscard {
 		// The serializable list may lag (an add not yet applied where it
 		// was read, a learner since started or promoted): decide on the
@@ -61,9 +63,13 @@ func prepare(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clien
 		switch {
 		case lerr == nil:
 			verdict, err = learner.CheckDataDir(self(cfg), stored, held, list.Header.ClusterId, list.Members)
+			confirmed = true
 		case verdict == learner.VerdictDiscard:
 			return fmt.Errorf("replica: --data-dir %s holds learner %x, which the cluster lists as never started, but the leader's member list cannot confirm it (%v); nothing deleted, start again once --join answers", cfg.DataDir, stored.ID, lerr)
 		}
+	}
+	if err != nil && cfg.ReplaceStaleDataDir && confirmed && (errors.Is(err, learner.ErrForeignDataDir) || errors.Is(err, learner.ErrRemovedMember)) {
+		return moveAside(lg, clock, cfg, stored, err)
 	}
 	if err != nil {
 		return fmt.Errorf("replica: %w", err)
@@ -78,6 +84,22 @@ func prepare(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clien
 	if err := os.RemoveAll(filepath.Join(cfg.DataDir, "member")); err != nil {
 		return fmt.Errorf("replica: --data-dir %s: dropping the data of learner %x that never started: %w", cfg.DataDir, stored.ID, err)
 	}
+	return nil
+}
+
+// moveAside renames the data dir's member/ (a member of another cluster, or
+// one the cluster no longer lists: why) to member.stale-<UTC time>, so that
+// the replica joins as a new learner and nothing is deleted. The data dir
+// itself may be a mount point, so it stays.
+func moveAside(lg *zap.Logger, clock clockwork.Clock, cfg config.Replica, stored learner.Stored, why error) error {
+	from := filepath.Join(cfg.DataDir, "member")
+	to := filepath.Join(cfg.DataDir, "member.stale-"+clock.Now().UTC().Format("20060102T150405Z"))
+	if err := os.Rename(from, to); err != nil {
+		return fmt.Errorf("replica: --replace-stale-data-dir: moving %s aside: %w (it stays: %v)", from, err, why)
+	}
+	lg.Warn("--replace-stale-data-dir: the data dir held a stale member; moved aside, joining as a new learner",
+		zap.String("moved-to", to), zap.String("member-id", fmt.Sprintf("%x", stored.ID)),
+		zap.String("cluster-id", fmt.Sprintf("%x", stored.ClusterID)), zap.NamedError("why", why))
 	return nil
 }
 

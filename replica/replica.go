@@ -67,7 +67,7 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 	defer cli.Close()
 	// --join is an etcd cluster, not this replica; the data dir, if any,
 	// is this cluster's member under --name.
-	if err := prepare(ctx, lg, cfg, cli); err != nil {
+	if err := prepare(ctx, lg, opts.Clock, cfg, cli); err != nil {
 		return err
 	}
 	// Certificates and listeners first: a replica that cannot serve must

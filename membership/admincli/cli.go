@@ -14,6 +14,7 @@ import (
 
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/membership"
+	"github.com/understudy-kv/understudy/podscale"
 	"github.com/understudy-kv/understudy/promotion"
 )
 
@@ -26,6 +27,17 @@ func Run(ctx context.Context, clock clockwork.Clock, a config.Admin, stdout, std
 	fail := func(code int, format string, v ...any) int {
 		fmt.Fprintf(stderr, "replica %s: %s\n", a.Command, fmt.Sprintf(format, v...))
 		return code
+	}
+	if a.Command == "leave" && a.IfScaledDown {
+		v, err := scaledDown(ctx, a)
+		if err != nil {
+			return fail(1, "%v; the member stays", err)
+		}
+		if !v.Leave {
+			fmt.Fprintf(stdout, "Member %s stays: %s\n", a.Target, v.Why)
+			return 0
+		}
+		fmt.Fprintf(stdout, "Member %s leaves: %s\n", a.Target, v.Why)
 	}
 	cli, hc, err := membership.Dial(a.Conn)
 	if err != nil {
@@ -63,6 +75,16 @@ func Run(ctx context.Context, clock clockwork.Clock, a config.Admin, stdout, std
 		return fail(2, "unknown command (want one of %v)", config.AdminCommands)
 	}
 	return 0
+}
+
+// scaledDown asks the pod's StatefulSet whether it still counts the pod
+// (leave --if-scaled-down, a preStop hook).
+func scaledDown(ctx context.Context, a config.Admin) (podscale.Verdict, error) {
+	kc, err := podscale.InCluster(a.ServiceAccountDir)
+	if err != nil {
+		return podscale.Verdict{}, err
+	}
+	return podscale.Check(ctx, kc, a.Target)
 }
 
 // status prints every member, the cascaded replicas asked for, and (as a

@@ -107,6 +107,9 @@ func moduleRoot() (string, error) {
 type apiserver struct {
 	*harness.Proc
 	URL string
+	// CertDir holds its self-signed serving certificate (apiserver.crt,
+	// with the CA that signed it).
+	CertDir string
 }
 
 // startAPIServer starts kube-apiserver on 127.0.0.1 storing in etcdServers
@@ -143,8 +146,9 @@ func startAPIServer(t *testing.T, bin string, etcdServers []string) *apiserver {
 		"--v", "1",
 	}
 	a := &apiserver{
-		Proc: harness.Start(t, harness.ProcConfig{Name: "kube-apiserver", Bin: bin, Args: args}),
-		URL:  "https://127.0.0.1:" + strconv.Itoa(port),
+		Proc:    harness.Start(t, harness.ProcConfig{Name: "kube-apiserver", Bin: bin, Args: args}),
+		URL:     "https://127.0.0.1:" + strconv.Itoa(port),
+		CertDir: filepath.Join(dir, "certs"),
 	}
 	start := time.Now()
 	harness.WaitFor(t, apiserverReadyTimeout, "kube-apiserver /readyz ok", func() (bool, error) {

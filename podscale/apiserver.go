@@ -1,0 +1,138 @@
+package podscale
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// DefaultServiceAccountDir is where Kubernetes mounts a pod's service
+// account token, CA and namespace.
+const DefaultServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// Config is how to reach the API server from inside a pod.
+type Config struct {
+	// Server is the API server's URL.
+	Server string
+	// Token is the service account's bearer token.
+	Token string
+	// CA verifies the API server's certificate.
+	CA *x509.CertPool
+	// Namespace is the pod's.
+	Namespace string
+}
+
+// InCluster is the pod's own Config: the API server from
+// KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT (set in every pod,
+// with or without service links), the token, CA and namespace from dir.
+func InCluster(dir string) (Config, error) {
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return Config{}, errors.New("podscale: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set: --if-scaled-down runs in a Kubernetes pod only")
+	}
+	read := func(name string) (string, error) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return "", fmt.Errorf("podscale: the pod's service account (--service-account-dir %s; is automountServiceAccountToken false?): %w", dir, err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	token, err := read("token")
+	if err != nil {
+		return Config{}, err
+	}
+	ns, err := read("namespace")
+	if err != nil {
+		return Config{}, err
+	}
+	ca, err := read("ca.crt")
+	if err != nil {
+		return Config{}, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(ca)) {
+		return Config{}, fmt.Errorf("podscale: %s: no PEM certificate", filepath.Join(dir, "ca.crt"))
+	}
+	return Config{Server: "https://" + net.JoinHostPort(host, port), Token: token, CA: pool, Namespace: ns}, nil
+}
+
+// statefulSet is the part of apps/v1 StatefulSet the rule reads.
+type statefulSet struct {
+	Metadata struct {
+		DeletionTimestamp *string `json:"deletionTimestamp"`
+	} `json:"metadata"`
+	Spec struct {
+		Replicas *int `json:"replicas"`
+		Ordinals *struct {
+			Start int `json:"start"`
+		} `json:"ordinals"`
+	} `json:"spec"`
+}
+
+// Read asks the API server for the pod's StatefulSet.
+func Read(ctx context.Context, cfg Config, p Pod) (StatefulSet, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	u := cfg.Server + "/apis/apps/v1/namespaces/" + url.PathEscape(cfg.Namespace) + "/statefulsets/" + url.PathEscape(p.StatefulSet)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return StatefulSet{}, fmt.Errorf("podscale: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+cfg.Token)
+	req.Header.Set("Accept", "application/json")
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cfg.CA, MinVersion: tls.VersionTLS12}}}
+	resp, err := client.Do(req)
+	if err != nil {
+		return StatefulSet{}, fmt.Errorf("podscale: get StatefulSet %s/%s: %w", cfg.Namespace, p.StatefulSet, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return StatefulSet{}, fmt.Errorf("podscale: get StatefulSet %s/%s: %w", cfg.Namespace, p.StatefulSet, err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		return StatefulSet{Found: false}, nil
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return StatefulSet{}, fmt.Errorf("podscale: get StatefulSet %s/%s: %s (the pod's service account needs get on statefulsets in its namespace: deploy/kubernetes/base/rbac.yaml): %s",
+			cfg.Namespace, p.StatefulSet, resp.Status, strings.TrimSpace(string(body)))
+	default:
+		return StatefulSet{}, fmt.Errorf("podscale: get StatefulSet %s/%s: %s: %s", cfg.Namespace, p.StatefulSet, resp.Status, strings.TrimSpace(string(body)))
+	}
+	var s statefulSet
+	if err := json.Unmarshal(body, &s); err != nil {
+		return StatefulSet{}, fmt.Errorf("podscale: StatefulSet %s/%s: %w", cfg.Namespace, p.StatefulSet, err)
+	}
+	out := StatefulSet{Found: true, Replicas: 1, Deleting: s.Metadata.DeletionTimestamp != nil}
+	if s.Spec.Replicas != nil {
+		out.Replicas = *s.Spec.Replicas
+	}
+	if s.Spec.Ordinals != nil {
+		out.Start = s.Spec.Ordinals.Start
+	}
+	return out, nil
+}
+
+// Check reads the pod's StatefulSet and decides.
+func Check(ctx context.Context, cfg Config, pod string) (Verdict, error) {
+	p, err := ParsePod(pod)
+	if err != nil {
+		return Verdict{}, err
+	}
+	s, err := Read(ctx, cfg, p)
+	if err != nil {
+		return Verdict{}, err
+	}
+	return Decide(p, s), nil
+}
