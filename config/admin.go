@@ -87,7 +87,7 @@ const EtcdctlEnvPrefix = "ETCDCTL_"
 // into a, over ETCDCTL_* environment variables; ErrHelp for -h. With
 // --if-scaled-down and no member, the member is this pod: its hostname.
 func LoadAdmin(a *Admin, fs *flag.FlagSet, args []string) error {
-	if problems := loadEnv(fs, EtcdctlEnvPrefix, map[string]bool{}); len(problems) > 0 {
+	if problems := loadConnEnv(fs); len(problems) > 0 {
 		return errors.Join(problems...)
 	}
 	if err := fs.Parse(reorder(fs, args)); err != nil {
@@ -102,13 +102,39 @@ func LoadAdmin(a *Admin, fs *flag.FlagSet, args []string) error {
 	case fs.NArg() == 1:
 		a.Target = fs.Arg(0)
 	case a.IfScaledDown:
-		host, err := os.Hostname()
-		if err != nil {
-			return fmt.Errorf("--if-scaled-down without a member: the pod's name (hostname): %w", err)
+		// The pod's name: POD_NAME where the manifest sets it from the
+		// downward API, else the hostname, which is the pod's name in a
+		// StatefulSet.
+		a.Target = os.Getenv("POD_NAME")
+		if a.Target == "" {
+			host, err := os.Hostname()
+			if err != nil {
+				return fmt.Errorf("--if-scaled-down without a member: the pod's name (POD_NAME or the hostname): %w", err)
+			}
+			a.Target = host
 		}
-		a.Target = host
 	}
 	return nil
+}
+
+// connEnvFlags are the flags read from ETCDCTL_* variables: etcdctl's
+// connection flags only, so that a shell's ETCDCTL_WRITE_OUT or the like
+// changes nothing else.
+var connEnvFlags = []string{"endpoints", "cacert", "cert", "key", "insecure-skip-tls-verify", "user", "password"}
+
+// loadConnEnv sets the connection flags from etcdctl's variables.
+func loadConnEnv(fs *flag.FlagSet) (problems []error) {
+	for _, name := range connEnvFlags {
+		key := EtcdctlEnvPrefix + envName(name)
+		v, ok := os.LookupEnv(key)
+		if !ok {
+			continue
+		}
+		if err := setFlag(fs, name, v); err != nil {
+			problems = append(problems, fmt.Errorf("%s=%q: %v", key, v, err))
+		}
+	}
+	return problems
 }
 
 // Validate reports every bad field at once, naming its flag or argument.

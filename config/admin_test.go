@@ -61,8 +61,21 @@ func TestAdminReadsEtcdctlEnvironment(t *testing.T) {
 		t.Errorf("--cacert %q: the command line must win over ETCDCTL_CACERT", a.Conn.CACert)
 	}
 	host, _ := os.Hostname()
-	if a.Target != host || host == "" {
+	if os.Getenv("POD_NAME") == "" && (a.Target != host || host == "") {
 		t.Errorf("leave --if-scaled-down without a member: target %q, want the hostname %q", a.Target, host)
+	}
+	// Only the connection flags: a shell's ETCDCTL_WRITE_OUT=simple is
+	// etcdctl's business.
+	t.Setenv("ETCDCTL_WRITE_OUT", "simple")
+	t.Setenv("ETCDCTL_FORCE", "true")
+	var b Admin
+	if err := LoadAdmin(&b, NewAdminFlags(&b, "promote"), []string{"r1"}); err != nil || b.Validate() != nil || b.Force || b.Write != "table" {
+		t.Errorf("ETCDCTL_WRITE_OUT and ETCDCTL_FORCE changed promote: %v, %v, force %v, -w %q", err, b.Validate(), b.Force, b.Write)
+	}
+	t.Setenv("POD_NAME", "understudy-replica-reader-3")
+	var c Admin
+	if err := LoadAdmin(&c, NewAdminFlags(&c, "leave"), []string{"--if-scaled-down"}); err != nil || c.Target != "understudy-replica-reader-3" {
+		t.Errorf("leave --if-scaled-down with POD_NAME: target %q, %v; want POD_NAME's", c.Target, err)
 	}
 	t.Setenv("ETCDCTL_INSECURE_SKIP_TLS_VERIFY", "maybe")
 	if err := LoadAdmin(&a, NewAdminFlags(&a, "status"), nil); err == nil || !strings.Contains(err.Error(), "ETCDCTL_INSECURE_SKIP_TLS_VERIFY") {

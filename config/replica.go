@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -127,11 +128,12 @@ type Replica struct {
 	// RemoveOnExit removes the replica's member entry (and data dir) when
 	// it stops cleanly.
 	RemoveOnExit bool
-	// ReplaceStaleDataDir moves aside a data dir that holds a member of
-	// another cluster (the voters were restored from a snapshot) or one the
-	// cluster no longer lists, and joins as a new learner, instead of
-	// refusing to start.
-	ReplaceStaleDataDir bool
+	// ReplaceStaleDataDir, a cluster ID in hex, moves aside a data dir that
+	// holds a member of another cluster (the voters were restored from a
+	// snapshot) or one the cluster no longer lists, and joins as a new
+	// learner, instead of refusing to start — only when --join is that
+	// cluster, so that a wrong --join never costs a data dir.
+	ReplaceStaleDataDir string
 
 	// Zone labels the replica for zone-affine balancers (free text, such as
 	// a cloud zone name); empty means none.
@@ -219,6 +221,15 @@ func DefaultReplica() Replica {
 	}
 }
 
+// StaleDataDirCluster is --replace-stale-data-dir's cluster ID.
+func (c Replica) StaleDataDirCluster() (uint64, error) {
+	id, err := strconv.ParseUint(c.ReplaceStaleDataDir, 16, 64)
+	if err != nil || id == 0 {
+		return 0, fmt.Errorf("--replace-stale-data-dir %q: want the cluster ID of --join in hex, as the refusal to start names it (etcdctl member list -w json: header.cluster_id, in hex)", c.ReplaceStaleDataDir)
+	}
+	return id, nil
+}
+
 // Validate reports every problem at once, each naming its flag.
 func (c Replica) Validate() error {
 	var problems []error
@@ -233,6 +244,11 @@ func (c Replica) Validate() error {
 		problems = append(problems, c.validateCascaded()...)
 	} else if len(c.Join) == 0 {
 		add("--join: must name at least one client URL of the cluster")
+	}
+	if c.ReplaceStaleDataDir != "" {
+		if _, err := c.StaleDataDirCluster(); err != nil {
+			problems = append(problems, err)
+		}
 	}
 	for _, f := range []struct {
 		name string
@@ -385,7 +401,7 @@ func (c Replica) validateCascaded() []error {
 	if c.RemoveOnExit {
 		add("--remove-on-exit with --upstream: a cascaded replica has no member entry to remove")
 	}
-	if c.ReplaceStaleDataDir {
+	if c.ReplaceStaleDataDir != "" {
 		add("--replace-stale-data-dir with --upstream: a cascaded replica bootstraps its store again by itself")
 	}
 	for _, u := range c.Upstream {

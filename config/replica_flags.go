@@ -82,7 +82,7 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.DurationVar(&cfg.Promotion.Hold, "promote-hold", cfg.Promotion.Hold, "Promote only after being caught up, without a break, for this long.")
 	fs.DurationVar(&cfg.Promotion.LeaderContact, "promote-leader-contact", cfg.Promotion.LeaderContact, "Count as caught up only if the leader was heard from within this long.")
 	fs.DurationVar(&cfg.Promotion.FailoverAfter, "failover-after", cfg.Promotion.FailoverAfter, "A standby replaces a voter silent by raft's evidence for longer than this; long enough for a reboot (docs/roles.md, Defaults).")
-	fs.BoolVar(&cfg.ReplaceStaleDataDir, "replace-stale-data-dir", cfg.ReplaceStaleDataDir, "If --data-dir holds a member of another cluster (voters restored from a snapshot) or a removed one, move member/ aside (nothing deleted) and join as a new learner.")
+	fs.StringVar(&cfg.ReplaceStaleDataDir, "replace-stale-data-dir", cfg.ReplaceStaleDataDir, "CLUSTER_ID (hex): if --data-dir holds a stale member (voters restored from a snapshot) and --join is that cluster, move member/ aside and join anew.")
 	fs.BoolVar(&cfg.RemoveOnExit, "remove-on-exit", cfg.RemoveOnExit, "On a clean stop, remove this replica's member entry and its data (what etcd wrote in --data-dir, then the directory if nothing else is in it; for replicas that come and go).")
 	fs.StringVar(&cfg.Zone, "zone", cfg.Zone, "Zone label told to balancers that probe this replica, for zone-affine reads (for example the cloud zone's name).")
 	fs.Var((*headersMode)(&cfg.FreshnessHeaders), "freshness-headers", "When answers carry the understudy-read-mode, -staleness-bound, -known-leader and -applied-revision headers: on-request, always or off (docs/read-modes.md).")

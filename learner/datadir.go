@@ -101,13 +101,13 @@ func CheckDataDir(self Self, s Stored, held bool, clusterID uint64, members []*e
 		return VerdictJoin, nil
 	}
 	if s.ClusterID != clusterID {
-		return 0, fmt.Errorf("%w: --data-dir %s holds member %x of cluster %x, but --join %s is cluster %x; give this cluster's data dir, an empty --data-dir, or --replace-stale-data-dir (after the voters were restored from a snapshot: it moves the old member aside) to join as a new learner",
-			ErrForeignDataDir, self.DataDir, s.ID, s.ClusterID, joinList(self.Join), clusterID)
+		return 0, fmt.Errorf("%w: --data-dir %s holds member %x of cluster %x, but --join %s is cluster %x; give this cluster's data dir, an empty --data-dir, or (after the voters were restored from a snapshot) --replace-stale-data-dir=%x, which moves the old member aside, to join as a new learner",
+			ErrForeignDataDir, self.DataDir, s.ID, s.ClusterID, joinList(self.Join), clusterID, clusterID)
 	}
 	i := slices.IndexFunc(members, func(m *etcdserverpb.Member) bool { return m.ID == s.ID })
 	if i < 0 {
-		return 0, fmt.Errorf("%w: --data-dir %s holds member %x, which cluster %x no longer lists (removed by `replica leave`, --remove-on-exit or a failed join); start with --replace-stale-data-dir (it moves the old member aside), or give an empty --data-dir, to join again as a new learner",
-			ErrRemovedMember, self.DataDir, s.ID, clusterID)
+		return 0, fmt.Errorf("%w: --data-dir %s holds member %x, which cluster %x no longer lists (removed by `replica leave`, --remove-on-exit or a failed join); start with --replace-stale-data-dir=%x (it moves the old member aside), or give an empty --data-dir, to join again as a new learner",
+			ErrRemovedMember, self.DataDir, s.ID, clusterID, clusterID)
 	}
 	m := members[i]
 	switch {

@@ -103,7 +103,13 @@ func Read(ctx context.Context, cfg Config, p Pod) (StatefulSet, error) {
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusNotFound:
-		return StatefulSet{Found: false}, nil
+		// Only the API server's own word that this StatefulSet does not
+		// exist: a 404 from a missing API group, a proxy or another
+		// server is no reason to leave.
+		if notFound(body, p.StatefulSet) {
+			return StatefulSet{Found: false}, nil
+		}
+		return StatefulSet{}, fmt.Errorf("podscale: get StatefulSet %s/%s: 404 without the API server's NotFound for it: %s", cfg.Namespace, p.StatefulSet, strings.TrimSpace(string(body)))
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return StatefulSet{}, fmt.Errorf("podscale: get StatefulSet %s/%s: %s (the pod's service account needs get on statefulsets in its namespace: deploy/kubernetes/base/rbac.yaml): %s",
 			cfg.Namespace, p.StatefulSet, resp.Status, strings.TrimSpace(string(body)))
@@ -122,6 +128,24 @@ func Read(ctx context.Context, cfg Config, p Pod) (StatefulSet, error) {
 		out.Start = s.Spec.Ordinals.Start
 	}
 	return out, nil
+}
+
+// notFound reports whether body is the API server's Status saying that the
+// StatefulSet name does not exist.
+func notFound(body []byte, name string) bool {
+	var st struct {
+		Kind    string `json:"kind"`
+		Reason  string `json:"reason"`
+		Details struct {
+			Name  string `json:"name"`
+			Group string `json:"group"`
+			Kind  string `json:"kind"`
+		} `json:"details"`
+	}
+	if json.Unmarshal(body, &st) != nil {
+		return false
+	}
+	return st.Kind == "Status" && st.Reason == "NotFound" && st.Details.Kind == "statefulsets" && st.Details.Group == "apps" && st.Details.Name == name
 }
 
 // Check reads the pod's StatefulSet and decides.

@@ -54,3 +54,22 @@ func TestDecide(t *testing.T) {
 		}
 	}
 }
+
+// Only the API server's NotFound Status for this StatefulSet means it is
+// gone: any other 404 is no reason to leave.
+func TestNotFound(t *testing.T) {
+	own := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"statefulsets.apps \"s\" not found","reason":"NotFound","details":{"name":"s","group":"apps","kind":"statefulsets"},"code":404}`
+	if !notFound([]byte(own), "s") {
+		t.Errorf("the API server's NotFound for s: not taken as gone")
+	}
+	for _, body := range []string{
+		strings.Replace(own, `"name":"s"`, `"name":"other"`, 1),
+		strings.Replace(own, `"kind":"statefulsets"`, `"kind":"deployments"`, 1),
+		`404 page not found`,
+		`{"kind":"Status","reason":"NotFound"}`,
+	} {
+		if notFound([]byte(body), "s") {
+			t.Errorf("%s: taken as StatefulSet s gone", body)
+		}
+	}
+}

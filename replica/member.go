@@ -68,7 +68,14 @@ func prepare(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, cfg con
 			return fmt.Errorf("replica: --data-dir %s holds learner %x, which the cluster lists as never started, but the leader's member list cannot confirm it (%v); nothing deleted, start again once --join answers", cfg.DataDir, stored.ID, lerr)
 		}
 	}
-	if err != nil && cfg.ReplaceStaleDataDir && confirmed && (errors.Is(err, learner.ErrForeignDataDir) || errors.Is(err, learner.ErrRemovedMember)) {
+	if stale := errors.Is(err, learner.ErrForeignDataDir) || errors.Is(err, learner.ErrRemovedMember); stale && cfg.ReplaceStaleDataDir != "" {
+		want, _ := cfg.StaleDataDirCluster() // checked by Validate
+		switch {
+		case !confirmed:
+			return fmt.Errorf("replica: %w; --replace-stale-data-dir: the leader's member list could not confirm it, nothing moved", err)
+		case cl.ID != want:
+			return fmt.Errorf("replica: %w; --replace-stale-data-dir %x, but --join is cluster %x: nothing moved", err, want, cl.ID)
+		}
 		return moveAside(lg, clock, cfg, stored, err)
 	}
 	if err != nil {

@@ -105,7 +105,12 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		r.leaderRTT = front.RoundTime
 	}
 	quota := newQuotaGuard(lg.Named("quota"), cli, cfg.Name, uint64(m.Server.MemberID()), cfg.QuotaBackendBytes, explicitQuota, cfg.QuotaCheckInterval, opts.Clock, gate, opts.Registerer)
-	err = serve(ctx, lg, cfg, m, front, ls, quota, r, opts.Ready)
+	peerTLS, err := clientTLS(cfg.PeerTLS, cfg.AdvertisePeerURLs)
+	if err != nil {
+		return err
+	}
+	learners := newLearnerWatch(lg.Named("learners"), m.Server, httpClient(peerTLS), opts.Clock, opts.Registerer)
+	err = serve(ctx, lg, cfg, m, front, ls, quota, r, learners, opts.Ready)
 	return leaveOnExit(ctx, lg, cfg, cli, member, err)
 }
 

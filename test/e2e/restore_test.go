@@ -37,6 +37,11 @@ func TestReplicaRejoinsVotersRestoredFromASnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	before, err := voters.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldCluster := before.Header.ClusterId
 	snap := filepath.Join(t.TempDir(), "backup.db")
 	saveSnapshot(ctx, t, voters, snap)
 	if _, err := voters.Put(ctx, "after-the-backup", "lost by the restore"); err != nil {
@@ -94,9 +99,28 @@ func TestReplicaRejoinsVotersRestoredFromASnapshot(t *testing.T) {
 		t.Fatalf("after the refusal the restored cluster lists %v (%v), want its 3 voters alone", resp, err)
 	}
 
-	// With the flag: the old member moved aside, a new learner, the
-	// snapshot's data and not what came after it.
-	r.RestartWithArgs(t, append(r.Args(), "--replace-stale-data-dir"))
+	// The flag names the cluster to rejoin: given the old one (a --join
+	// that is not the cluster the operator meant), nothing moves.
+	list, err := voters.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := fmt.Sprintf("%x", list.Header.ClusterId)
+	if !strings.Contains(r.Log(), "--replace-stale-data-dir="+restored) {
+		t.Fatalf("the refusal does not give --replace-stale-data-dir=%s:\n%s", restored, tailLines(r.Log(), 30))
+	}
+	args := r.Args()
+	r.RestartWithArgs(t, append(args, "--replace-stale-data-dir="+fmt.Sprintf("%x", oldCluster)))
+	if code, err := r.Wait(wctx); err != nil || code == 0 {
+		t.Fatalf("--replace-stale-data-dir naming the old cluster %x: exit %d, %v; want a refusal", oldCluster, code, err)
+	}
+	if stale, _ := filepath.Glob(filepath.Join(r.DataDir, "member.stale-*")); len(stale) != 0 || !strings.Contains(r.Log(), "nothing moved") {
+		t.Fatalf("--replace-stale-data-dir naming another cluster moved %v, or did not say nothing moved", stale)
+	}
+
+	// With the restored cluster's ID: the old member moved aside, a new
+	// learner, the snapshot's data and not what came after it.
+	r.RestartWithArgs(t, append(args, "--replace-stale-data-dir="+restored))
 	r.WaitServing(t, 2*time.Minute)
 	stale, _ := filepath.Glob(filepath.Join(r.DataDir, "member.stale-*", "wal", "*.wal"))
 	if len(stale) == 0 {
@@ -110,7 +134,7 @@ func TestReplicaRejoinsVotersRestoredFromASnapshot(t *testing.T) {
 	if after, err := rc.Get(ctx, "after-the-backup"); err != nil || len(after.Kvs) != 0 {
 		t.Fatalf("the rejoined replica serves %v (%v): a key the restore dropped", after, err)
 	}
-	list, err := voters.MemberList(ctx)
+	list, err = voters.MemberList(ctx)
 	if err != nil || len(list.Members) != 4 {
 		t.Fatalf("restored cluster's members %v (%v), want 3 voters and the new learner", list, err)
 	}
