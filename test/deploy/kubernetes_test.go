@@ -35,6 +35,13 @@ type container struct {
 		Name      string `yaml:"name"`
 		MountPath string `yaml:"mountPath"`
 	} `yaml:"volumeMounts"`
+	Lifecycle struct {
+		PreStop struct {
+			Exec struct {
+				Command []string `yaml:"command"`
+			} `yaml:"exec"`
+		} `yaml:"preStop"`
+	} `yaml:"lifecycle"`
 }
 
 type probe struct {
@@ -176,7 +183,48 @@ func TestKubernetesOverlaysConfigureAValidReplica(t *testing.T) {
 			if !strings.HasPrefix(cfg.DataDir, mountOf(c, "data")+"/") {
 				t.Errorf("--data-dir %s is not under the PVC's mount %s", cfg.DataDir, mountOf(c, "data"))
 			}
+			checkPreStop(t, c, env)
 		})
+	}
+}
+
+// checkPreStop loads the preStop hook's command as `replica leave` would,
+// with the container's environment (an exec hook expands no $(VAR)): it
+// leaves only if scaled down, as this pod, through the voters, with the
+// Secret's certificates.
+func checkPreStop(t *testing.T, c container, env map[string]string) {
+	t.Helper()
+	cmd := c.Lifecycle.PreStop.Exec.Command
+	if len(cmd) < 2 || cmd[0] != "/usr/local/bin/replica" || cmd[1] != "leave" {
+		t.Fatalf("preStop %q: want /usr/local/bin/replica leave … (the image's binary)", cmd)
+	}
+	for _, a := range cmd {
+		if strings.Contains(a, "$(") {
+			t.Errorf("preStop argument %q: an exec hook does not expand $(VAR)", a)
+		}
+	}
+	for key, v := range env {
+		if strings.HasPrefix(key, config.EtcdctlEnvPrefix) || key == "POD_NAME" {
+			t.Setenv(key, v)
+		}
+	}
+	var a config.Admin
+	if err := config.LoadAdmin(&a, config.NewAdminFlags(&a, "leave"), cmd[2:]); err != nil {
+		t.Fatalf("preStop %q: %v", cmd, err)
+	}
+	if err := a.Validate(); err != nil {
+		t.Fatalf("preStop %q: %v", cmd, err)
+	}
+	if !a.IfScaledDown || a.Target != env["POD_NAME"] {
+		t.Errorf("preStop %q: --if-scaled-down %v, member %q; want it, and the pod %s", cmd, a.IfScaledDown, a.Target, env["POD_NAME"])
+	}
+	if got, want := strings.Join(a.Conn.Endpoints, ","), env["UNDERSTUDY_JOIN"]; got != want {
+		t.Errorf("preStop's endpoints %q, want the voters, UNDERSTUDY_JOIN %q", got, want)
+	}
+	for _, f := range []string{a.Conn.CACert, a.Conn.Cert, a.Conn.Key} {
+		if dir, file := filepath.Split(f); dir != "/etc/kubernetes/pki/etcd/" || !slices.Contains(pkiFiles, file) {
+			t.Errorf("preStop's TLS file %q is not one of the Secret's %v in /etc/kubernetes/pki/etcd", f, pkiFiles)
+		}
 	}
 }
 
