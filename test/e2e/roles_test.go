@@ -127,7 +127,13 @@ func TestVoterRolePromotesOnceCaughtUp(t *testing.T) {
 		return len(vs) == 4, nil
 	})
 	w.finish(t)
-	lines := logLines(t, r.Proc, "promoted to voter")
+	// The member list can show the promotion before the replica has had
+	// MemberPromote's answer and logged it.
+	var lines []map[string]any
+	harness.WaitFor(t, 30*time.Second, "the replica logs its promotion", func() (bool, error) {
+		lines = logLines(t, r.Proc, "promoted to voter")
+		return len(lines) > 0, nil
+	})
 	if len(lines) != 1 {
 		t.Fatalf("%d promotion log lines, want 1", len(lines))
 	}
