@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	etcdmembership "go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.uber.org/zap"
 
@@ -75,8 +73,7 @@ func (r *roles) observe(ctx context.Context) (promotion.Observation, error) {
 	if o.Holds, o.HoldsRev, err = r.readHolds(ctx); err != nil {
 		return promotion.Observation{}, err
 	}
-	view, viewErr := r.observeLeader(ctx, &o)
-	o.Voters = r.observeVoters(ctx, view, viewErr)
+	viewErr := r.observeVoters(ctx, &o)
 	r.viewAllActive = viewErr == nil
 	for _, v := range o.Voters {
 		r.viewAllActive = r.viewAllActive && v.Leader == promotion.LeaderViewActive
@@ -147,118 +144,6 @@ func (r *roles) observeLeader(ctx context.Context, o *promotion.Observation) (me
 		o.LeaderCommit = view.Commit
 	}
 	return view, nil
-}
-
-// observeVoters is what this round learned of each voter: the leader's
-// view of it (viewErr nil), and for each voter the leader is not known to
-// replicate to, whether one of its peer URLs answers as this cluster's.
-func (r *roles) observeVoters(ctx context.Context, view membership.RaftStatus, viewErr error) []promotion.Voter {
-	cluster := r.srv.Cluster().ID().String()
-	var members []*etcdmembership.Member
-	for _, m := range r.srv.Cluster().Members() {
-		if m.ID != r.srv.MemberID() && !m.IsLearner {
-			members = append(members, m)
-		}
-	}
-	// Sized before any probe starts: each probe writes its own element.
-	voters := make([]promotion.Voter, len(members))
-	var wg sync.WaitGroup
-	for i, m := range members {
-		voters[i] = promotion.Voter{ID: uint64(m.ID), Name: m.Name}
-		if viewErr == nil {
-			voters[i].Leader = leaderViewOf(view, voters[i].ID)
-		}
-		if voters[i].Leader == promotion.LeaderViewActive && r.peerSeen[voters[i].ID] {
-			continue // live by the leader's word, and its peer URL has answered before: no need to probe
-		}
-		urls := m.PeerURLs
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pctx, cancel := context.WithTimeout(ctx, evidenceTimeout(peerProbeTimeout, r.roundTrip()))
-			defer cancel()
-			for _, u := range urls {
-				start := r.clock.Now()
-				if membership.PeerAnswers(pctx, r.peerHTTP, u, cluster) == nil {
-					r.rtt.Observe(r.clock.Since(start))
-					voters[i].PeerAnswered = true
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for i, v := range voters {
-		if v.PeerAnswered {
-			r.peerSeen[v.ID] = true
-		}
-		voters[i].PeerSeen = r.peerSeen[v.ID]
-	}
-	r.witness(ctx, members, voters)
-	return voters
-}
-
-// witness asks the other voters, for each voter this replica alone finds
-// silent (its peer URLs answered before and do not now, and the leader's
-// view does not say), what their own raft transports see of it: each
-// voter's etcd_network_active_peers, from its client URL's /metrics. Each
-// voter is asked at most once a round, and only when one is needed.
-func (r *roles) witness(ctx context.Context, members []*etcdmembership.Member, voters []promotion.Voter) {
-	var lonely []int
-	for i, v := range voters {
-		if v.NeedsWitness() {
-			lonely = append(lonely, i)
-		}
-	}
-	if len(lonely) == 0 {
-		return
-	}
-	// A voter witnesses for the others only: with one suspect, its own
-	// view (which would wait out the timeout on a dead voter) is not read.
-	var skip uint64
-	if len(lonely) == 1 {
-		skip = voters[lonely[0]].ID
-	}
-	views := r.readPeerViews(ctx, members, skip)
-	for _, i := range lonely {
-		voters[i].Witness = membership.WitnessOf(voters[i].ID, views)
-	}
-}
-
-// readPeerViews reads each voter's own peer view from its client URLs'
-// /metrics, but skip's; a set read less than promotion.ViewReuse ago
-// stands in (each read costs a voter a gathering of its whole registry,
-// and a silence is timed in seconds).
-func (r *roles) readPeerViews(ctx context.Context, members []*etcdmembership.Member, skip uint64) map[uint64]*membership.PeerView {
-	if now := r.clock.Now(); !r.peerViewsAt.IsZero() && now.Sub(r.peerViewsAt) < promotion.ViewReuse && now.Sub(r.peerViewsAt) >= 0 {
-		return r.peerViews
-	}
-	views := make([]*membership.PeerView, len(members))
-	var wg sync.WaitGroup
-	for i, m := range members {
-		if uint64(m.ID) == skip {
-			continue
-		}
-		urls := m.ClientURLs
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wctx, cancel := context.WithTimeout(ctx, evidenceTimeout(peerProbeTimeout, r.roundTrip()))
-			defer cancel()
-			for _, u := range urls {
-				if v, err := membership.ReadPeerView(wctx, r.leaderHTTP, u, uint64(members[i].ID)); err == nil {
-					views[i] = &v
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	r.peerViews, r.peerViewsAt = map[uint64]*membership.PeerView{}, r.clock.Now()
-	for i, m := range members {
-		r.peerViews[uint64(m.ID)] = views[i]
-	}
-	return r.peerViews
 }
 
 // leaderViewOf is what the leader's raft progress says of voter id.

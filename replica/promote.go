@@ -49,8 +49,16 @@ func (r *roles) promote(ctx context.Context, lg *zap.Logger, id uint64) error {
 		return err
 	}
 	lg.Info("promotion not sent to the leader's client URL; sending it to any voter", zap.Error(err))
-	_, err = r.cli.MemberPromote(ctx, id)
-	return err
+	return retryUnanswered(ctx, r.clock, r.attempt(), func(ctx context.Context) error {
+		_, err := r.cli.MemberPromote(ctx, id)
+		return err
+	})
+}
+
+// attempt bounds one attempt of an idempotent cluster call at the
+// distance the role loop measures to the voters.
+func (r *roles) attempt() time.Duration {
+	return evidenceTimeout(attemptTimeout, r.roundTrip())
 }
 
 // promoteAtLeader sends the promotion to the current leader's client URLs.

@@ -123,8 +123,13 @@ type roles struct {
 	// view reads, probes), and leaderRTT, if set, is the front's rounds'
 	// round trip to the leader: the longer sets the evidence's timeouts
 	// (evidenceTimeout).
-	rtt       readindex.RoundTime
-	leaderRTT func() time.Duration
+	rtt readindex.RoundTime
+	// lastVoters are the last round's voters, and lonelyLast the one
+	// among them that needed a witness (zero: several; nil: none): they
+	// choose what a round reads at once (observeVoters).
+	lastVoters map[uint64]promotion.Voter
+	lonelyLast *uint64
+	leaderRTT  func() time.Duration
 }
 
 // isAuthError tells whether err is the cluster's auth refusing a call.
@@ -301,7 +306,7 @@ func (r *roles) do(ctx context.Context, lg *zap.Logger, o promotion.Observation,
 		if a.Record != nil {
 			// A standby stopped between deciding and acting (a pause past
 			// its lock) must not promote on a stale decision.
-			if err := r.lock.check(ctx, a.Record, o.HoldsRev); err != nil {
+			if err := r.checkFence(ctx, a.Record, o.HoldsRev); err != nil {
 				lg.Warn("promotion not attempted: the failover lock or record changed", zap.Error(err))
 				return err
 			}
@@ -314,11 +319,20 @@ func (r *roles) do(ctx context.Context, lg *zap.Logger, o promotion.Observation,
 		r.m.promotions.WithLabelValues(string(r.cfg.Role), "ok").Inc()
 		lg.Info("promoted to voter", zap.Uint64("applied", o.Applied), zap.Uint64("leader-commit", o.LeaderCommit))
 	case promotion.RemoveVoter:
-		if err := r.lock.check(ctx, a.Record, o.HoldsRev); err != nil {
+		if err := r.checkFence(ctx, a.Record, o.HoldsRev); err != nil {
 			lg.Warn("removal not attempted: the failover lock or record changed", zap.Error(err))
 			return err
 		}
-		if _, err := r.cli.MemberRemove(ctx, a.Target); err != nil {
+		err := retryUnanswered(ctx, r.clock, r.attempt(), func(ctx context.Context) error {
+			_, err := r.cli.MemberRemove(ctx, a.Target)
+			return err
+		})
+		if errors.Is(err, rpctypes.ErrMemberNotFound) {
+			// An attempt that timed out was applied: the voter is gone.
+			lg.Info("the dead voter was already removed", zap.String("voter", fmt.Sprintf("%x", a.Target)))
+			err = nil
+		}
+		if err != nil {
 			r.m.removals.WithLabelValues("error").Inc()
 			lg.Warn("removing the dead voter failed; will retry", zap.String("voter", fmt.Sprintf("%x", a.Target)), zap.Error(err))
 			return fmt.Errorf("MemberRemove %x: %w", a.Target, err)
@@ -360,4 +374,12 @@ func (r *roles) do(ctx context.Context, lg *zap.Logger, o promotion.Observation,
 		lg.Info("released the failover lock")
 	}
 	return nil
+}
+
+// checkFence is lock.check, each attempt bounded (retryUnanswered): it
+// only compares.
+func (r *roles) checkFence(ctx context.Context, rec *promotion.Record, holdsRev int64) error {
+	return retryUnanswered(ctx, r.clock, r.attempt(), func(ctx context.Context) error {
+		return r.lock.check(ctx, rec, holdsRev)
+	})
 }
