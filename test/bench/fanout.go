@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -25,6 +26,11 @@ const (
 	fanoutReads   = "strong reads over the E cascaded replicas"
 	fanoutPartner = "linearizable reads over 2 stock etcd followers, beside the cascaded replicas'"
 	fanoutRSS     = "RSS, cascaded replicas"
+	// fanoutIdleStopped is fanoutIdleU with the cascaded replicas stopped
+	// (SIGSTOP), in windows alternating with it: what they themselves cost
+	// the idle leader, apart from what the rig's history and the host's
+	// load do to it between the steps.
+	fanoutIdleStopped = "leader idle, 3 primaries + 2 replicas + E cascaded replicas stopped (SIGSTOP)"
 )
 
 func fanoutName(e int, kind string) string { return fmt.Sprintf("E=%d: %s", e, kind) }
@@ -43,7 +49,8 @@ type fanoutRig struct {
 
 // fanoutScenario measures what cascaded replicas cost the leader (issue
 // 38): at E = 0, 4, 8, 16 cascaded replicas beside 2 learner replicas,
-// next to a cluster with 2 + E stock learners, the leader idle and per put
+// next to a cluster with 2 + E stock learners, the leader idle (and idle
+// with the cascaded replicas stopped, windows alternating) and per put
 // at a fixed rate; strong reads at a fixed rate over the cascaded replicas
 // next to the same rate over 2 stock followers; the cascaded replicas'
 // RSS. Arms alternate window by window, as in the scale scenario.
@@ -97,11 +104,17 @@ func (g *fanoutRig) step(r *runner, e int) []Row {
 	putU, putS := newScaleArm(e, fanoutPutsU, "leader CPU/10k"), newScaleArm(e, fanoutPutsS, "leader CPU/10k")
 	arms := []*scaleArm{idleU, idleS, putU, putS}
 	quiet := append(g.urls(g.replicas), g.urls(g.cascaded)...)
-	s.alternate([]func(){
+	windows := []func(){
 		func() { s.idleWindow(r, idleU, idleS, quiet) },
 		func() { s.writeWindow(putU, s.uPut, s.uLeader, g.pids(g.replicas)...) },
 		func() { s.writeWindow(putS, s.sPut, s.sLeader) },
-	})
+	}
+	if e > 0 {
+		stopped := newScaleArm(e, fanoutIdleStopped, metricLeaderPct)
+		windows = append(windows, func() { g.idleStoppedWindow(r, stopped, quiet, e) })
+		arms = append(arms, stopped)
+	}
+	s.alternate(windows)
 	if e > 0 {
 		reads, partner := newScaleArm(e, fanoutReads, "leader CPU/10k"), newScaleArm(e, fanoutPartner, "leader CPU/10k")
 		s.alternate([]func(){
@@ -123,6 +136,28 @@ func (g *fanoutRig) step(r *runner, e int) []Row {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// idleStoppedWindow is an idle window of the understudy rig with its e
+// cascaded replicas stopped (SIGSTOP) once every replica is quiet, and
+// continued (SIGCONT) after it.
+func (g *fanoutRig) idleStoppedWindow(r *runner, a *scaleArm, quiet []string, e int) {
+	waitQuiet(r, quiet, g.scale.p.replicaArgs)
+	pids := g.pids(g.cascaded[:e])
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			r.Fatalf("fanout: stop cascaded replica %d: %v", pid, err)
+		}
+	}
+	defer func() {
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				r.Fatalf("fanout: continue cascaded replica %d: %v", pid, err)
+			}
+		}
+	}()
+	// The stock rig's arm of this window is not recorded.
+	g.scale.idleWindow(r, a, newScaleArm(e, "unrecorded", metricLeaderPct), g.urls(g.replicas))
 }
 
 func (g *fanoutRig) pids(rs []*harness.Replica) []int {
@@ -149,6 +184,7 @@ func fanoutComparisons() []comparison {
 		{"leader CPU per put with " + e + " cascaded replicas vs none (2 learner replicas in both)", fanoutName(last, fanoutPutsU), fanoutName(0, fanoutPutsU), "leader CPU/10k", "≤ 1.1", ""},
 		{"leader CPU per put with 2+" + e + " stock learners vs 2", fanoutName(last, fanoutPutsS), fanoutName(0, fanoutPutsS), "leader CPU/10k", "", ""},
 		{"leader CPU idle with " + e + " cascaded replicas vs none", fanoutName(last, fanoutIdleU), fanoutName(0, fanoutIdleU), metricLeaderPct, "≤ 1.1", ""},
+		{"leader CPU idle with " + e + " cascaded replicas running vs the same " + e + " stopped (SIGSTOP), in alternating windows", fanoutName(last, fanoutIdleU), fanoutName(last, fanoutIdleStopped), metricLeaderPct, "", ""},
 		{"leader CPU idle with 2+" + e + " stock learners vs 2", fanoutName(last, fanoutIdleS), fanoutName(0, fanoutIdleS), metricLeaderPct, "", ""},
 		{"leader CPU per strong read over " + e + " cascaded replicas vs the same rate over 2 stock followers", fanoutName(last, fanoutReads), fanoutName(last, fanoutPartner), "leader CPU/10k", "≤ 1.0", ""},
 		{"watch delivery p99, a cascaded replica vs the learner replica feeding it", tierCascaded, tierReplica, "p99", "", ""},

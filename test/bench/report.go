@@ -150,6 +150,10 @@ func value(r Row, metric string) float64 {
 		return r.CPUPer10k("extra")
 	case "p99":
 		return r.P99.Seconds()
+	case metricLeaderPct:
+		if r.Seconds > 0 {
+			return 100 * r.CPU["leader"] / r.Seconds
+		}
 	}
 	return 0
 }
@@ -229,7 +233,7 @@ func (rep report) markdown() string {
 		{"mirror-source", "Mirror source cost (the source leader's CPU under the same fixed put rate with no mirror and with a mirror watching the leader, a follower or a replica; ops = puts, errors = puts whose event the destination's watch did not deliver, p50 and p99 = mirror lag from the put to the destination's watch event)"}, {"mirror-catchup", "Mirror source cost, catch-ups (a mirror stopped while 10,000 events are written, then started: its watch delivers the backlog with no puts beside it; ops = events)"}, {"idle", "Idle replicas (leader CPU-s over a quiet window; nothing is served)"},
 		{"compare", "Consistency per read path (`replica compare`: ops = successful reads, errors = failed reads, p50 and p99 = staleness at read time, not latency; details in CONSISTENCY.md)"},
 		{regionsID, "Two regions (`--only regions`: voters in region A; a replica, a stock etcd learner and the clients in region B; p50 and p99 = latency seen in region B; in the WAN-bytes rows, ops = watch events delivered and p50/p99 = put to event; details in docs/multi-region.md)"},
-		{fanoutID, "Fan-out (`--only fanout`: 3 primaries, 2 learner replicas and E cascaded replicas fed by them, beside 3 stock etcd voters and 2 + E stock learners; leader CPU idle, per put at a fixed rate, per strong read at a fixed rate over the cascaded replicas beside the same rate over 2 stock followers; RSS of a cascaded replica; in the cascaded rig's put rows the last column is the CPU-s of the 2 learner replicas that feed the cascaded ones)"},
+		{fanoutID, "Fan-out (`--only fanout`: 3 primaries, 2 learner replicas and E cascaded replicas fed by them, beside 3 stock etcd voters and 2 + E stock learners; leader CPU idle (and idle with the cascaded replicas stopped by SIGSTOP, in windows alternating with it), per put at a fixed rate, per strong read at a fixed rate over the cascaded replicas beside the same rate over 2 stock followers; RSS of a cascaded replica; in the cascaded rig's put rows the last column is the CPU-s of the 2 learner replicas that feed the cascaded ones)"},
 		{regionsSoakID, "Two regions held (`--only regions-ready`: the replica in region B a standby, ten minutes at each RTT under a light load; ops = /readyz answers ready or ops done, errors = not ready or failed)"},
 	} {
 		var rows []Row

@@ -180,3 +180,27 @@ func TestRatioOfWindowedRowsHasItsError(t *testing.T) {
 		}
 	}
 }
+
+// The fanout scenario's idle comparisons are in percent of a core: each
+// row's leader CPU over its seconds. (They had no value, and the report
+// left them out without a word.)
+func TestRatioOfIdleRowsInPercentOfACore(t *testing.T) {
+	e16, e0 := fanoutName(16, fanoutIdleU), fanoutName(0, fanoutIdleU)
+	rows := map[string]Row{
+		e16: {Name: e16, Result: Result{Seconds: 30, CPU: map[string]float64{"leader": 0.6}}},
+		e0:  {Name: e0, Result: Result{Seconds: 60, CPU: map[string]float64{"leader": 1.0}}},
+	}
+	var c comparison
+	for _, cc := range fanoutComparisons() {
+		if cc.row == e16 && cc.partner == e0 {
+			c = cc
+		}
+	}
+	if c.row == "" {
+		t.Fatal("no fanout comparison of idle E=16 with E=0")
+	}
+	// 2 % of a core against 1.67 %.
+	if got, ok := c.ratio(rows); !ok || math.Abs(got-1.2) > 1e-9 {
+		t.Errorf("ratio = %v, %v; want 1.2, true", got, ok)
+	}
+}
