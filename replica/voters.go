@@ -76,8 +76,8 @@ func (r *roles) needsProbe(v promotion.Voter) bool {
 	return v.Leader != promotion.LeaderViewActive || !r.peerSeen[v.ID]
 }
 
-// remember keeps this round's voters, and the one voter that needed a
-// witness (zero for none or several), for the next round's choice.
+// remember keeps this round's voters, and the voter that needed a witness
+// (nil for none, zero for several), for the next round's choice.
 func (r *roles) remember(voters []promotion.Voter) {
 	r.lastVoters = map[uint64]promotion.Voter{}
 	var lonely []uint64
