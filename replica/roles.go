@@ -124,11 +124,9 @@ type roles struct {
 	// round trip to the leader: the longer sets the evidence's timeouts
 	// (evidenceTimeout).
 	rtt readindex.RoundTime
-	// lastVoters are the last round's voters, and lonelyLast the one
-	// among them that needed a witness (zero: several; nil: none): they
-	// choose what a round reads at once (observeVoters).
+	// lastVoters are the last round's voters: they choose what a round
+	// reads at once (observeVoters).
 	lastVoters map[uint64]promotion.Voter
-	lonelyLast *uint64
 	leaderRTT  func() time.Duration
 }
 

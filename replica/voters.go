@@ -40,8 +40,8 @@ func (r *roles) observeVoters(ctx context.Context, o *promotion.Observation) err
 		var wg sync.WaitGroup
 		wg.Go(func() { view, viewErr = r.observeLeader(ctx, o) })
 		wg.Go(func() { found = r.probePeers(ctx, members, probed) })
-		if r.lonelyLast != nil {
-			wg.Go(func() { views = r.readPeerViews(ctx, members, *r.lonelyLast) })
+		if skip, ok := r.lastLonely(); ok {
+			wg.Go(func() { views = r.readPeerViews(ctx, members, skip) })
 		}
 		wg.Wait()
 	} else {
@@ -76,25 +76,28 @@ func (r *roles) needsProbe(v promotion.Voter) bool {
 	return v.Leader != promotion.LeaderViewActive || !r.peerSeen[v.ID]
 }
 
-// remember keeps this round's voters, and the voter that needed a witness
-// (nil for none, zero for several), for the next round's choice.
+// remember keeps this round's voters for the next round's choice.
 func (r *roles) remember(voters []promotion.Voter) {
 	r.lastVoters = map[uint64]promotion.Voter{}
-	var lonely []uint64
 	for _, v := range voters {
 		r.lastVoters[v.ID] = v
+	}
+}
+
+// lastLonely tells whether a voter of the last round needed a witness, and
+// which one if only one did (else 0: with several, no view is skipped, as
+// in witness).
+func (r *roles) lastLonely() (skip uint64, any bool) {
+	n := 0
+	for id, v := range r.lastVoters {
 		if v.NeedsWitness() {
-			lonely = append(lonely, v.ID)
+			skip, n = id, n+1
 		}
 	}
-	r.lonelyLast = nil
-	switch len(lonely) {
-	case 0:
-	case 1:
-		r.lonelyLast = &lonely[0]
-	default:
-		r.lonelyLast = new(uint64)
+	if n != 1 {
+		skip = 0
 	}
+	return skip, n > 0
 }
 
 // otherVoters are the voters in the member list but this member.
