@@ -51,6 +51,7 @@ func scenarios(quick bool, out, consistency string) []scenarioSpec {
 		{"regions-ready", []string{regionsSoakID}, func(p params) ([]Row, error) { return regionsSoakScenario(p, quick) }},
 		{"scale", []string{scaleID}, func(p params) ([]Row, error) { return scaleScenario(p, scalePlotDir(docs)) }},
 		{"fanout", []string{fanoutID}, fanoutScenario},
+		{"fanout-paired", []string{fanoutPairedID}, fanoutPairedScenario},
 	}
 }
 
@@ -85,7 +86,7 @@ func main() {
 	flag.StringVar(&o.consistency, "consistency", "CONSISTENCY.md", "where the compare scenario writes its tables (its plots go in docs/consistency/ beside it)")
 	flag.StringVar(&o.replicaArgs, "replica-args", "", "extra flags for every replica, space-separated (for tuning experiments; recorded in the report)")
 	flag.BoolVar(&o.render, "render", false, "run nothing: write the report again from the raw figures (--json) of an earlier run, after a change to how it is written")
-	flag.IntVar(&o.windows, "windows", 0, "windows per arm in the scenarios that alternate arms (headers, mirror-source, mirror-catchup): more narrows their ratios' error on a noisy machine; 0 keeps the mode's (full: 16 and 8)")
+	flag.IntVar(&o.windows, "windows", 0, "windows per arm where arms alternate (headers, mirror-source, mirror-catchup; fanout-paired's rounds): more narrows the ratios' error; 0 keeps the mode's (full: 16, 8, 10)")
 	flag.IntVar(&o.scaleReads, "scale-read-rate", 0, "total strong reads/s of the scale scenario's read windows, spread over the replicas (and over the 2 stock followers in the partner windows): how the fleet's cost changes with the rate; 0 keeps the mode's (1000)")
 	flag.Parse()
 
@@ -137,7 +138,7 @@ func run(o options) error {
 	}
 	p.replicaArgs = strings.Fields(o.replicaArgs)
 	if o.windows > 0 {
-		p.headersWindows, p.mirrorSourceWindows = o.windows, o.windows
+		p.headersWindows, p.mirrorSourceWindows, p.pairedRounds = o.windows, o.windows, o.windows
 	}
 	if o.scaleReads > 0 {
 		p.scaleReadRate = o.scaleReads

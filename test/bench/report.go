@@ -97,6 +97,7 @@ func comparisons(rows []Row) []comparison {
 		{"source leader CPU for a mirror's watch catching up on a replica vs on the leader (each less the leader's idle CPU over as long)", mirrorCatchUpReplica, mirrorCatchUpLeader, "leader CPU/10k", "≤ 0.2", ""},
 	}
 	cs = append(cs, fanoutComparisons()...)
+	cs = append(cs, fanoutPairedComparisons()...)
 	for _, r := range rows {
 		if rest, ok := strings.CutPrefix(r.Name, "understudy mirror: "); ok {
 			goal := ""
@@ -234,6 +235,7 @@ func (rep report) markdown() string {
 		{"compare", "Consistency per read path (`replica compare`: ops = successful reads, errors = failed reads, p50 and p99 = staleness at read time, not latency; details in CONSISTENCY.md)"},
 		{regionsID, "Two regions (`--only regions`: voters in region A; a replica, a stock etcd learner and the clients in region B; p50 and p99 = latency seen in region B; in the WAN-bytes rows, ops = watch events delivered and p50/p99 = put to event; details in docs/multi-region.md)"},
 		{fanoutID, "Fan-out (`--only fanout`: 3 primaries, 2 learner replicas and E cascaded replicas fed by them, beside 3 stock etcd voters and 2 + E stock learners; leader CPU idle (and idle with the cascaded replicas stopped by SIGSTOP, in windows alternating with it), per put at a fixed rate, per strong read at a fixed rate over the cascaded replicas beside the same rate over 2 stock followers; RSS of a cascaded replica; in the cascaded rig's put rows the last column is the CPU-s of the 2 learner replicas that feed the cascaded ones)"},
+		{fanoutPairedID, "Fan-out, paired windows (`--only fanout-paired`: 3 primaries, 2 learner replicas and 16 cascaded replicas fed by them, no stock rig; the leader idle, and under 100 puts/s, with the cascaded replicas running and stopped by SIGSTOP, windows in ABBA order; leader CPU from its threads' schedstat)"},
 		{regionsSoakID, "Two regions held (`--only regions-ready`: the replica in region B a standby, ten minutes at each RTT under a light load; ops = /readyz answers ready or ops done, errors = not ready or failed)"},
 	} {
 		var rows []Row

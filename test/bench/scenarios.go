@@ -72,19 +72,26 @@ type params struct {
 	scaleWindow                                time.Duration
 	// fanoutBytes is the data the fanout scenario's bootstraps copy.
 	fanoutBytes int
-	replicaArgs []string
+	// pairedRounds are the fanout-paired scenario's rounds: in each, the
+	// leader idle for pairedWindow and under pairedPutRate puts/s for
+	// pairedPutWindow, with the cascaded replicas running and stopped.
+	pairedRounds, pairedPutRate   int
+	pairedWindow, pairedPutWindow time.Duration
+	replicaArgs                   []string
 }
 
 func quickParams() params {
 	return params{dur: 3 * time.Second, workers: 32, conns: 8, keys: 1000, watchers: []int{200}, watchRate: 10, catchupKeys: 2000, mirrorKeys: 5000, mirrorRate: 1000, sharedRate: 2000,
 		mirrorSourceRate: 100, mirrorSourceValue: 32768, mirrorSourceWindows: 2, mirrorSyncKeys: 2000, mirrorSyncValue: 4096, headersWindows: 4, headersWindow: 1500 * time.Millisecond,
-		scaleWriteRate: 300, scaleReadRate: 1000, scaleRounds: 2, scaleWindow: 3 * time.Second, fanoutBytes: 64 << 20}
+		scaleWriteRate: 300, scaleReadRate: 1000, scaleRounds: 2, scaleWindow: 3 * time.Second, fanoutBytes: 64 << 20,
+		pairedRounds: 2, pairedPutRate: 100, pairedWindow: 6 * time.Second, pairedPutWindow: 3 * time.Second}
 }
 
 func fullParams() params {
 	return params{dur: 10 * time.Second, workers: 64, conns: 16, keys: 1000, watchers: []int{1000, 10000}, watchRate: 10, catchupKeys: 20000, mirrorKeys: 100000, mirrorRate: 1000, sharedRate: 8000,
 		mirrorSourceRate: 200, mirrorSourceValue: 32768, mirrorSourceWindows: 8, mirrorSyncKeys: 10000, mirrorSyncValue: 4096, headersWindows: 16, headersWindow: 2500 * time.Millisecond,
-		scaleWriteRate: 300, scaleReadRate: 1000, scaleRounds: 3, scaleWindow: 5 * time.Second, fanoutBytes: 1 << 30}
+		scaleWriteRate: 300, scaleReadRate: 1000, scaleRounds: 3, scaleWindow: 5 * time.Second, fanoutBytes: 1 << 30,
+		pairedRounds: 5, pairedPutRate: 100, pairedWindow: 2 * time.Minute, pairedPutWindow: 20 * time.Second}
 }
 
 var value256 = strings.Repeat("v", 256)
