@@ -76,6 +76,8 @@ type Replica struct {
 	// PeerTLS secures the embedded member's raft traffic, as etcd's
 	// --peer-* flags; it must be what the voters' peers accept.
 	PeerTLS TLS
+	// TLSVersions bound every TLS connection of the replica, both sides.
+	TLSVersions TLSVersions
 
 	// User and Password log the replica's own client (joining, status,
 	// membership changes) in to an auth-enabled cluster, as etcdctl's
@@ -206,6 +208,7 @@ func DefaultReplica() Replica {
 		LogLevel:            "info",
 		FreshnessHeaders:    wire.HeadersOnRequest,
 		Promotion:           promotion.DefaultConfig(),
+		TLSVersions:         DefaultTLSVersions(),
 
 		MaxRequestBytes:             embed.DefaultMaxRequestBytes,
 		MaxTxnOps:                   embed.DefaultMaxTxnOps,
@@ -339,6 +342,9 @@ func (c Replica) Validate() error {
 	problems = append(problems, checkTLS("", "--listen-client-urls and --advertise-client-urls", c.ClientTLS, append(slices.Clone(c.ListenClientURLs), c.AdvertiseClientURLs...))...)
 	problems = append(problems, checkTLS("peer-", "--listen-peer-urls and --initial-advertise-peer-urls", c.PeerTLS, append(slices.Clone(c.ListenPeerURLs), c.AdvertisePeerURLs...))...)
 	if err := c.Promotion.Validate(); err != nil {
+		problems = append(problems, err)
+	}
+	if err := c.TLSVersions.Validate(); err != nil {
 		problems = append(problems, err)
 	}
 	switch c.FreshnessHeaders {

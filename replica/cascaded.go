@@ -126,7 +126,7 @@ func cascadeConfig(cfg config.Replica, opts Options, metrics *cascade.Metrics) c
 	cc.Logger, cc.Metrics, cc.Clock = opts.Logger.Named("cascade"), metrics, opts.Clock
 	cc.BreakApplyKey = os.Getenv("UNDERSTUDY_TEST_BREAK_APPLY")
 	cc.Dial = func(endpoints []string) (*clientv3.Client, error) {
-		t, err := clientTLS(cfg.ClientTLS, endpoints)
+		t, err := clientTLS(cfg.ClientTLS, cfg.TLSVersions, endpoints)
 		if err != nil {
 			return nil, err
 		}

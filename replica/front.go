@@ -27,7 +27,7 @@ type listenerSet struct {
 }
 
 func openListeners(cfg config.Replica) (*listenerSet, error) {
-	frontTLS, err := serverTLS(cfg.ClientTLS, cfg.ListenClientURLs)
+	frontTLS, err := serverTLS(cfg.ClientTLS, cfg.TLSVersions, cfg.ListenClientURLs)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func viaClient(cfg config.Replica, cli *clientv3.Client, rc *readpath.Config) er
 	if len(cfg.ReadIndex.ViaURLs) == 0 {
 		return nil
 	}
-	viaTLS, err := clientTLS(cfg.ClientTLS, cfg.ReadIndex.ViaURLs)
+	viaTLS, err := clientTLS(cfg.ClientTLS, cfg.TLSVersions, cfg.ReadIndex.ViaURLs)
 	if err != nil {
 		return err
 	}

@@ -113,7 +113,7 @@ func moveAside(lg *zap.Logger, clock clockwork.Clock, cfg config.Replica, stored
 // probeJoin checks, within joinProbeTimeout, that --join reaches an etcd
 // cluster, and returns its ID and (serializable) member list.
 func probeJoin(ctx context.Context, cfg config.Replica, cli *clientv3.Client) (learner.Cluster, error) {
-	joinTLS, err := clientTLS(cfg.ClientTLS, cfg.Join)
+	joinTLS, err := clientTLS(cfg.ClientTLS, cfg.TLSVersions, cfg.Join)
 	if err != nil {
 		return learner.Cluster{}, err
 	}
@@ -213,7 +213,7 @@ func startLearner(ctx context.Context, lg *zap.Logger, cfg config.Replica, j lea
 		return nil, err
 	}
 	if !cfg.SkipPeerURLCheck {
-		peerTLS, err := clientTLS(cfg.PeerTLS, cfg.AdvertisePeerURLs)
+		peerTLS, err := clientTLS(cfg.PeerTLS, cfg.TLSVersions, cfg.AdvertisePeerURLs)
 		if err != nil {
 			return fail(err)
 		}
@@ -291,6 +291,7 @@ func embedConfig(cfg config.Replica, initialCluster string, logOutputs []string)
 	ec.WatchProgressNotifyInterval = cfg.WatchProgressNotifyInterval
 	ec.PeerTLSInfo = transport.TLSInfo{CertFile: cfg.PeerTLS.CertFile, KeyFile: cfg.PeerTLS.KeyFile,
 		TrustedCAFile: cfg.PeerTLS.TrustedCAFile, ClientCertAuth: cfg.PeerTLS.ClientCertAuth}
+	ec.TlsMinVersion, ec.TlsMaxVersion, ec.CipherSuites = cfg.TLSVersions.MinVersion, cfg.TLSVersions.MaxVersion, cfg.TLSVersions.CipherSuites
 	ec.ClusterState = embed.ClusterStateFlagExisting
 	ec.InitialCluster = initialCluster
 	// Every member checks the learner limit on each addition it applies: a

@@ -105,7 +105,7 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		r.leaderRTT = front.RoundTime
 	}
 	quota := newQuotaGuard(lg.Named("quota"), cli, cfg.Name, uint64(m.Server.MemberID()), cfg.QuotaBackendBytes, explicitQuota, cfg.QuotaCheckInterval, opts.Clock, gate, opts.Registerer)
-	peerTLS, err := clientTLS(cfg.PeerTLS, cfg.AdvertisePeerURLs)
+	peerTLS, err := clientTLS(cfg.PeerTLS, cfg.TLSVersions, cfg.AdvertisePeerURLs)
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func (opts Options) withDefaults(cfg config.Replica) (_ Options, flush func(), e
 // joinClient is the client of the --join URLs: the join, the start checks
 // and the quota guard use it.
 func joinClient(lg *zap.Logger, cfg config.Replica) (*clientv3.Client, error) {
-	joinTLS, err := clientTLS(cfg.ClientTLS, cfg.Join)
+	joinTLS, err := clientTLS(cfg.ClientTLS, cfg.TLSVersions, cfg.Join)
 	if err != nil {
 		return nil, err
 	}

@@ -161,11 +161,11 @@ func credential(cfg config.Replica) string {
 // that was the only --join endpoint does not stop the failover.
 func newRoles(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, clock clockwork.Clock, asOf func() time.Time, gate *promotionGate, status *roleStatus, reg prometheus.Registerer) (*roles, error) {
 	eps := rolesEndpoints(cfg.Join, srv)
-	cliTLS, err := clientTLS(cfg.ClientTLS, eps)
+	cliTLS, err := clientTLS(cfg.ClientTLS, cfg.TLSVersions, eps)
 	if err != nil {
 		return nil, err
 	}
-	peerTLS, err := clientTLS(cfg.PeerTLS, cfg.AdvertisePeerURLs)
+	peerTLS, err := clientTLS(cfg.PeerTLS, cfg.TLSVersions, cfg.AdvertisePeerURLs)
 	if err != nil {
 		return nil, err
 	}

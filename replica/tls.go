@@ -11,18 +11,19 @@ import (
 	"github.com/understudy-kv/understudy/conn"
 )
 
-// clientTLS is the client side of t, for talking to urls: nil when
-// neither t nor the URLs ask for TLS.
-func clientTLS(t config.TLS, urls []string) (*tls.Config, error) {
+// clientTLS is the client side of t, bounded by v, for talking to urls:
+// nil when neither t nor the URLs ask for TLS.
+func clientTLS(t config.TLS, v config.TLSVersions, urls []string) (*tls.Config, error) {
 	c, err := conn.Credentials{CACert: t.TrustedCAFile, Cert: t.CertFile, Key: t.KeyFile}.TLS(urls)
 	if err != nil {
 		return nil, fmt.Errorf("replica: TLS client configuration: %w", err)
 	}
+	v.Apply(c)
 	return c, nil
 }
 
-// serverTLS is the front's TLS: nil for http client URLs.
-func serverTLS(t config.TLS, urls []string) (*tls.Config, error) {
+// serverTLS is the front's TLS, bounded by v: nil for http client URLs.
+func serverTLS(t config.TLS, v config.TLSVersions, urls []string) (*tls.Config, error) {
 	if len(urls) == 0 || !strings.HasPrefix(urls[0], "https://") {
 		return nil, nil
 	}
@@ -31,5 +32,6 @@ func serverTLS(t config.TLS, urls []string) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica: --cert-file/--key-file/--trusted-ca-file: %w", err)
 	}
+	v.Apply(c)
 	return c, nil
 }
