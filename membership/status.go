@@ -53,6 +53,13 @@ type Member struct {
 	Upstreams    string `json:"upstream_chain,omitempty"`
 	Revision     int64  `json:"revision,omitempty"`
 	LagRevisions int64  `json:"lag_revisions,omitempty"`
+	// Version, StorageVersion and Quota are the member's etcd version,
+	// storage version and backend quota, as its Status tells them;
+	// SettingsDiffer says which of them a voter has unlike most voters.
+	Version        string `json:"version,omitempty"`
+	StorageVersion string `json:"storage_version,omitempty"`
+	Quota          int64  `json:"quota_backend_bytes,omitempty"`
+	SettingsDiffer string `json:"settings_differ,omitempty"`
 
 	id      uint64
 	contact time.Time
@@ -161,6 +168,7 @@ func Status(ctx context.Context, cli *clientv3.Client, hc *http.Client, rule pro
 			s.Promotable, s.Why = &ok, why
 		}
 	}
+	flagDifferingSettings(out)
 	return out, nil
 }
 
@@ -180,6 +188,7 @@ func memberStatus(ctx context.Context, cli *clientv3.Client, s *Member, now time
 	}
 	s.Reachable, s.RaftTerm, s.RaftIndex, s.Applied = true, st.RaftTerm, st.RaftIndex, st.RaftAppliedIndex
 	s.Revision = st.Header.Revision
+	s.Version, s.StorageVersion, s.Quota = st.Version, st.StorageVersion, st.DbSizeQuota
 	if v := hdr.Get(wire.UpstreamChainKey); len(v) > 0 && s.Cascaded {
 		s.Upstreams = v[0]
 	}
@@ -207,7 +216,7 @@ func memberStatus(ctx context.Context, cli *clientv3.Client, s *Member, now time
 // WriteTable prints the members as a table.
 func WriteTable(w io.Writer, sts []*Member) {
 	table := tablewriter.NewTable(w, tablewriter.WithConfig(tablewriter.NewConfigBuilder().WithRowAlignment(tw.AlignRight).Build()))
-	table.Header("NAME", "ID", "ROLE", "LEADER", "APPLIED", "COMMIT", "LAG", "FRESHNESS", "LEADER PROGRESS", "PROMOTABLE", "ROLE STATE")
+	table.Header("NAME", "ID", "ROLE", "LEADER", "APPLIED", "COMMIT", "LAG", "FRESHNESS", "LEADER PROGRESS", "PROMOTABLE", "ROLE STATE", "SETTINGS")
 	for _, s := range sts {
 		role := "voter"
 		if s.IsLearner {
@@ -224,16 +233,16 @@ func WriteTable(w io.Writer, sts []*Member) {
 			role = "cascaded"
 		}
 		if !s.Reachable {
-			table.Append(s.Name, s.ID, role, "", "", "", "", "", s.LeaderProgress, "unreachable: "+s.Error, "")
+			table.Append(s.Name, s.ID, role, "", "", "", "", "", s.LeaderProgress, "unreachable: "+s.Error, "", "")
 			continue
 		}
 		if s.Cascaded {
 			table.Append(s.Name, s.ID, role, s.Leader, "rev "+strconv.FormatInt(s.Revision, 10), "",
-				strconv.FormatInt(s.LagRevisions, 10)+" revs", s.Freshness, "from "+s.Upstreams, "", "")
+				strconv.FormatInt(s.LagRevisions, 10)+" revs", s.Freshness, "from "+s.Upstreams, "", "", "")
 			continue
 		}
 		table.Append(s.Name, s.ID, role, s.Leader, strconv.FormatUint(s.Applied, 10), strconv.FormatUint(s.RaftIndex, 10),
-			strconv.FormatUint(s.Lag, 10), s.Freshness, s.LeaderProgress, promotable, s.RoleState)
+			strconv.FormatUint(s.Lag, 10), s.Freshness, s.LeaderProgress, promotable, s.RoleState, s.settingsCell())
 	}
 	table.Render()
 }
