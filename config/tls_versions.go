@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.etcd.io/etcd/client/pkg/v3/tlsutil"
@@ -45,8 +46,14 @@ func (v TLSVersions) Validate() error {
 			problems = append(problems, fmt.Errorf("--cipher-suites: cannot be chosen when --tls-min-version is TLS1.3 (Go picks TLS 1.3's suites itself)"))
 		}
 		if _, err := tlsutil.GetCipherSuites(v.CipherSuites); err != nil {
-			problems = append(problems, fmt.Errorf("--cipher-suites %s: %w; valid names are Go's, such as TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
-				strings.Join(v.CipherSuites, ","), err))
+			var valid []string
+			for _, c := range tls.CipherSuites() {
+				if !slices.Contains(c.SupportedVersions, tls.VersionTLS13) {
+					valid = append(valid, c.Name)
+				}
+			}
+			problems = append(problems, fmt.Errorf("--cipher-suites %s: %w; valid (TLS 1.2, Go's names): %s",
+				strings.Join(v.CipherSuites, ","), err, strings.Join(valid, ",")))
 		}
 	}
 	return errors.Join(problems...)

@@ -210,6 +210,20 @@ func (p *Proc) RestartWithArgs(t TB, args []string) {
 	}
 }
 
+// RestartWithBin stops the process (Stop: SIGTERM, as an operator's
+// rolling upgrade does) and starts bin in its place, with the same
+// arguments, for this start and the later ones.
+func (p *Proc) RestartWithBin(t TB, bin string) {
+	t.Helper()
+	p.Stop()
+	p.mu.Lock()
+	p.cfg.Bin = bin
+	p.mu.Unlock()
+	if err := p.start(); err != nil {
+		t.Fatalf("%v", err)
+	}
+}
+
 // Args returns a copy of the process's arguments.
 func (p *Proc) Args() []string {
 	p.mu.Lock()

@@ -25,7 +25,8 @@ var voterSettings = []struct {
 }
 
 // flagDifferingSettings sets SettingsDiffer on every reachable voter whose
-// voterSettings differ from what most of the reachable voters have.
+// voterSettings differ from what more than half of the reachable voters
+// have; without such a majority nobody is flagged.
 // Values a member does not tell (an empty one) are not compared.
 func flagDifferingSettings(sts []*Member) {
 	var voters []*Member
@@ -36,8 +37,8 @@ func flagDifferingSettings(sts []*Member) {
 	}
 	for _, set := range voterSettings {
 		common, n := mostCommon(voters, set.of)
-		if n <= 1 {
-			continue // no majority to differ from
+		if 2*n <= len(voters) {
+			continue // no majority to differ from: a tie mid-upgrade flags nobody
 		}
 		for _, s := range voters {
 			if v := set.of(s); v != "" && v != common {

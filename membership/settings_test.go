@@ -31,11 +31,19 @@ func TestFlagDifferingSettings(t *testing.T) {
 		t.Errorf("the SETTINGS cell: %q", got)
 	}
 
-	// Two voters that differ have no majority to differ from; an empty
-	// value (a member that does not tell) is not compared.
+	// Two voters that differ have no majority to differ from, nor do four
+	// split two and two (mid-upgrade); an empty value (a member that does
+	// not tell) is not compared.
 	x, y := voter("x", "3.7.3", 0), voter("y", "3.6.8", 4<<30)
 	flagDifferingSettings([]*Member{x, y})
 	if x.SettingsDiffer != "" || y.SettingsDiffer != "" {
 		t.Errorf("two voters, no majority: %q, %q", x.SettingsDiffer, y.SettingsDiffer)
+	}
+	four := []*Member{voter("p", "3.7.3", 2<<30), voter("q", "3.7.3", 2<<30), voter("r", "3.6.8", 2<<30), voter("s", "3.6.8", 2<<30)}
+	flagDifferingSettings(four)
+	for _, v := range four {
+		if v.SettingsDiffer != "" {
+			t.Errorf("four voters split two and two: %s flagged %q", v.Name, v.SettingsDiffer)
+		}
 	}
 }

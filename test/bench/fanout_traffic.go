@@ -60,7 +60,9 @@ func fanoutPairedComparisons() []comparison {
 	running, stopped := fanoutName(pairedE, pairedIdleRunning), fanoutName(pairedE, pairedIdleStopped)
 	putsRunning, putsStopped := fanoutName(pairedE, pairedPutsRunning), fanoutName(pairedE, pairedPutsStopped)
 	return []comparison{
-		{"leader CPU idle with 16 cascaded replicas vs none (the same 16 stopped: the leader's cluster is E = 0's), windows in ABBA order", running, stopped, metricLeaderPct, "≤ 1.1", ""},
-		{"leader CPU per put with 16 cascaded replicas vs none (the same 16 stopped), at a rate the host carries, windows in ABBA order", putsRunning, putsStopped, "leader CPU/10k", "≤ 1.1", ""},
+		// No goal: the arms differ by more than the readers (docs/scaling.md,
+		// "What these show, and what not"), so no ratio here meets or misses one.
+		{"leader CPU idle with 16 cascaded replicas running vs the same 16 stopped (SIGSTOP), windows in ABBA order", running, stopped, metricLeaderPct, "", ""},
+		{"leader CPU per put with 16 cascaded replicas running vs the same 16 stopped (SIGSTOP), 100 puts/s, windows in ABBA order", putsRunning, putsStopped, "leader CPU/10k", "", ""},
 	}
 }

@@ -86,7 +86,7 @@ func main() {
 	flag.StringVar(&o.consistency, "consistency", "CONSISTENCY.md", "where the compare scenario writes its tables (its plots go in docs/consistency/ beside it)")
 	flag.StringVar(&o.replicaArgs, "replica-args", "", "extra flags for every replica, space-separated (for tuning experiments; recorded in the report)")
 	flag.BoolVar(&o.render, "render", false, "run nothing: write the report again from the raw figures (--json) of an earlier run, after a change to how it is written")
-	flag.IntVar(&o.windows, "windows", 0, "windows per arm where arms alternate (headers, mirror-source, mirror-catchup; fanout-paired's rounds): more narrows the ratios' error; 0 keeps the mode's (full: 16, 8, 10)")
+	flag.IntVar(&o.windows, "windows", 0, "windows per arm where arms alternate (headers, mirror-source, mirror-catchup; fanout-paired's rounds): more narrows the ratios' error; 0 keeps the mode's (full: 16, 8, 6)")
 	flag.IntVar(&o.scaleReads, "scale-read-rate", 0, "total strong reads/s of the scale scenario's read windows, spread over the replicas (and over the 2 stock followers in the partner windows): how the fleet's cost changes with the rate; 0 keeps the mode's (1000)")
 	flag.Parse()
 

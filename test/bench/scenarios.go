@@ -91,7 +91,7 @@ func fullParams() params {
 	return params{dur: 10 * time.Second, workers: 64, conns: 16, keys: 1000, watchers: []int{1000, 10000}, watchRate: 10, catchupKeys: 20000, mirrorKeys: 100000, mirrorRate: 1000, sharedRate: 8000,
 		mirrorSourceRate: 200, mirrorSourceValue: 32768, mirrorSourceWindows: 8, mirrorSyncKeys: 10000, mirrorSyncValue: 4096, headersWindows: 16, headersWindow: 2500 * time.Millisecond,
 		scaleWriteRate: 300, scaleReadRate: 1000, scaleRounds: 3, scaleWindow: 5 * time.Second, fanoutBytes: 1 << 30,
-		pairedRounds: 5, pairedPutRate: 100, pairedWindow: 2 * time.Minute, pairedPutWindow: 20 * time.Second}
+		pairedRounds: 6, pairedPutRate: 100, pairedWindow: 2 * time.Minute, pairedPutWindow: 20 * time.Second}
 }
 
 var value256 = strings.Repeat("v", 256)

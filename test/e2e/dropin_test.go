@@ -310,14 +310,14 @@ func TestReplicaBoundedReadWithoutDeadlineFailsWhenCutOff(t *testing.T) {
 }
 
 // Leader contact comes from raft's own traffic, not from freshness rounds:
-// a replica with rounds 5s apart keeps require-leader streams (watches,
+// a replica with rounds 10s apart keeps require-leader streams (watches,
 // lease keep-alives) open. Had contact come from the rounds alone, the
-// streams would end 3 election timeouts (3 s) after the first round: the
-// 20 s watched hold four rounds.
+// streams would end a few seconds after a round (no leader for three
+// election timeouts), long before the next: within the 20 s watched.
 func TestReplicaSlowFreshnessKeepsLeaderStreams(t *testing.T) {
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
-	r := startReplica(t, bins, c, "r1", replicaOpts{Extra: []string{"--freshness-interval", "5s"}})
+	r := startReplica(t, bins, c, "r1", replicaOpts{Extra: []string{"--freshness-interval", "10s"}})
 	rep := client(t, r.ClientURL)
 	voters := client(t, c.Endpoints()...)
 	ctx, cancel := context.WithCancel(context.Background())

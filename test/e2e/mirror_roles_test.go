@@ -26,8 +26,9 @@ import (
 // reserved prefix made as docs/operations.md says: through the JSON
 // gateway, since no shell can pass its NUL byte to etcdctl). A destination
 // user without the reserved prefix copies nothing and is told what to
-// grant; that user, an application's, cannot write under
-// "\x00understudy/" (the failover record, a checkpoint).
+// grant, and so is a source user without it; an application's user
+// cannot write under "\x00understudy/", nor the mirror's own user outside
+// "\x00understudy/mirror/".
 func TestMirrorWithItsMinimalRoles(t *testing.T) {
 	beside(t)
 	bins := harness.Binaries(t)
@@ -54,28 +55,32 @@ func TestMirrorWithItsMinimalRoles(t *testing.T) {
 		harness.MustEtcdctl(t, bins, ep, "auth", "enable")
 		grantReserved(t, ep[0], role, strings.ToUpper(perm))
 	}
-	setup(src, "mirror-source", "read", "msrc=mirror-source")
+	setup(src, "mirror-source", "read", "msrc=mirror-source", "alice=app")
 	setup(dst, "mirror-dest", "readwrite", "mdst=mirror-dest", "alice=app")
-	mirror := func(name, destUser string) *harness.Proc {
+	mirror := func(name, srcUser, destUser string) *harness.Proc {
 		return harness.Start(t, harness.ProcConfig{Name: "mirror-" + name, Bin: bins.Replica, Args: []string{"mirror",
 			"--source-endpoints", src.Endpoints()[0], "--dest-endpoints", dst.Endpoints()[0], "--name", name, "--prefix", "/m/",
-			"--source-user", "msrc", "--source-password", "msrcpw", "--dest-user", destUser, "--dest-password", destUser + "pw"}})
+			"--source-user", srcUser, "--source-password", srcUser + "pw", "--dest-user", destUser, "--dest-password", destUser + "pw"}})
 	}
 
-	short := mirror("short", "alice")
-	if err := short.WaitLog(ctx, "permission denied"); err != nil {
-		t.Fatalf("a mirror whose destination user may not write the reserved prefix: %v; its log:\n%s", err, short.Log())
+	// One grant less on either side: refused, naming the user, the flag
+	// and the reserved prefix to grant.
+	for _, short := range []struct{ name, src, dst, flag string }{{"short-dst", "msrc", "alice", "--dest-user"}, {"short-src", "alice", "mdst", "--source-user"}} {
+		p := mirror(short.name, short.src, short.dst)
+		if err := p.WaitLog(ctx, "permission denied"); err != nil {
+			t.Fatalf("a mirror whose %s may not use the reserved prefix: %v; its log:\n%s", short.flag, err, p.Log())
+		}
+		if log := p.Log(); !strings.Contains(log, "alice") || !strings.Contains(log, short.flag) || !strings.Contains(log, `understudy/mirror/`) {
+			t.Errorf("the refusal does not name the user, %s and the reserved prefix:\n%s", short.flag, log)
+		}
+		p.Kill()
 	}
-	if log := short.Log(); !strings.Contains(log, "alice") || !strings.Contains(log, "--dest-user") || !strings.Contains(log, `understudy/mirror/`) {
-		t.Errorf("the refusal does not name the user, the flag and the reserved prefix:\n%s", log)
-	}
-	short.Kill()
 	asRoot := []string{"--user", "root:rootpw"}
 	if got := harness.MustEtcdctl(t, bins, dst.Endpoints(), append([]string{"get", "/m/", "--prefix", "--keys-only"}, asRoot...)...); strings.TrimSpace(got) != "" {
 		t.Fatalf("a mirror without rights on the reserved prefix wrote %q", got)
 	}
 
-	mirror("m", "mdst")
+	mirror("m", "msrc", "mdst")
 	copied := func(key, val string) {
 		harness.WaitFor(t, time.Minute, key+" copied by the mirror with its minimal roles", func() (bool, error) {
 			out, err := harness.Etcdctl(t, bins, dst.Endpoints(), append([]string{"get", key, "--print-value-only"}, asRoot...)...)
@@ -89,10 +94,23 @@ func TestMirrorWithItsMinimalRoles(t *testing.T) {
 	}
 	copied("/m/b", "2")
 
+	// The scheme's edges: an application's user writes nothing under
+	// \x00understudy/, and the mirror's own user nothing outside
+	// \x00understudy/mirror/ there (not the failover record, not a hold).
 	app := authClient(t, dst.Endpoints()[0], "alice", "alicepw")
-	for _, key := range []string{"\x00understudy/failover-record", "\x00understudy/mirror/m/checkpoint", "\x00understudy/hold/all"} {
-		if _, err := app.Put(ctx, key, "forged"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
-			t.Errorf("an application's user wrote %q: %v, want permission denied", key, err)
+	mirrorUser := authClient(t, dst.Endpoints()[0], "mdst", "mdstpw")
+	for _, w := range []struct {
+		cli  *clientv3.Client
+		who  string
+		keys []string
+	}{
+		{app, "an application's user", []string{"\x00understudy/failover-record", "\x00understudy/mirror/m/checkpoint", "\x00understudy/hold/all"}},
+		{mirrorUser, "the mirror's destination user", []string{"\x00understudy/failover-record", "\x00understudy/failover-lock", "\x00understudy/hold/all"}},
+	} {
+		for _, key := range w.keys {
+			if _, err := w.cli.Put(ctx, key, "forged"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+				t.Errorf("%s wrote %q: %v, want permission denied", w.who, key, err)
+			}
 		}
 	}
 }
