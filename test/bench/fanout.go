@@ -143,19 +143,7 @@ func (g *fanoutRig) step(r *runner, e int) []Row {
 // continued (SIGCONT) after it.
 func (g *fanoutRig) idleStoppedWindow(r *runner, a *scaleArm, quiet []string, e int) {
 	waitQuiet(r, quiet, g.scale.p.replicaArgs)
-	pids := g.pids(g.cascaded[:e])
-	for _, pid := range pids {
-		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-			r.Fatalf("fanout: stop cascaded replica %d: %v", pid, err)
-		}
-	}
-	defer func() {
-		for _, pid := range pids {
-			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-				r.Fatalf("fanout: continue cascaded replica %d: %v", pid, err)
-			}
-		}
-	}()
+	defer signalAll(r, g.pids(g.cascaded[:e]), syscall.SIGSTOP, syscall.SIGCONT)()
 	// The stock rig's arm of this window is not recorded.
 	g.scale.idleWindow(r, a, newScaleArm(e, "unrecorded", metricLeaderPct), g.urls(g.replicas))
 }
