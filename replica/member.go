@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -160,6 +161,12 @@ func start(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv
 	joinCtx, cancel := context.WithTimeout(ctx, cfg.JoinTimeout)
 	defer cancel()
 	j, err := learner.Join(joinCtx, lg, opts.Clock, cli.Cluster, self(cfg))
+	switch {
+	case errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrUserEmpty):
+		return nil, fmt.Errorf("replica: join: %w (the replica joins as %s; etcd lets only the root role add a member: give --user a user with it)", err, credential(cfg))
+	case isAuthError(err):
+		return nil, fmt.Errorf("replica: join: %w (the replica joins as %s)", err, credential(cfg))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("replica: join: %w", err)
 	}
