@@ -88,15 +88,18 @@ func leaveOnExit(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *c
 		return err
 	}
 	id := uint64(m.Server.MemberID())
-	if !m.Server.IsLearner() {
-		// A promoted replica is a voter: removing it changes the quorum,
-		// which a clean stop must not do on its own.
-		lg.Warn("--remove-on-exit: this member is a voter now (promoted); it stays a member with its data dir (remove it with `replica leave` if that is meant)",
-			zap.String("member-id", fmt.Sprintf("%x", id)))
-		return err
-	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	// The local view may not have applied a promotion the voters have
+	// committed (a stop right after it): the cluster's own list decides,
+	// and the role loop, stopped by now, promotes nothing more.
+	if voter, why := aVoterNow(rctx, cli, m, id); voter {
+		// A promoted replica is a voter: removing it changes the quorum,
+		// which a clean stop must not do on its own.
+		lg.Warn("--remove-on-exit: this member is a voter now (promoted), or the cluster cannot say it is not; it stays a member with its data dir (remove it with `replica leave` if that is meant)",
+			zap.String("member-id", fmt.Sprintf("%x", id)), zap.String("why", why))
+		return err
+	}
 	if rerr := learner.Remove(rctx, cli.Cluster, id); rerr != nil {
 		return errors.Join(err, fmt.Errorf("replica: --remove-on-exit: removing member %x: %w (remove it with `etcdctl member remove %x`)", id, rerr, id))
 	}
@@ -129,4 +132,26 @@ func removeMemberData(lg *zap.Logger, dataDir string) error {
 		lg.Warn("removed this member's data, but not the emptied data dir", zap.String("data-dir", dataDir), zap.Error(err))
 	}
 	return nil
+}
+
+// aVoterNow reports whether member id must be kept as a voter: the local
+// member says it is one, or the cluster's member list (linearizable, from
+// the voters) does, or cannot be read.
+func aVoterNow(ctx context.Context, cli *clientv3.Client, m *memberHandle, id uint64) (bool, string) {
+	if !m.Server.IsLearner() {
+		return true, "the local member is a voter"
+	}
+	ml, err := cli.MemberList(ctx)
+	if err != nil {
+		return true, fmt.Sprintf("the cluster's member list: %v", err)
+	}
+	for _, mb := range ml.Members {
+		if mb.ID == id {
+			if !mb.IsLearner {
+				return true, "the cluster lists it as a voter"
+			}
+			return false, ""
+		}
+	}
+	return false, ""
 }
