@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,11 +22,22 @@ const pairedE = 16
 
 // Kinds of the fanout-paired scenario's rows, named fanoutName(pairedE, kind).
 const (
-	pairedIdleRunning = "leader idle, the cascaded replicas running"
-	pairedIdleStopped = "leader idle, the same cascaded replicas stopped (SIGSTOP)"
-	pairedPutsRunning = "puts at the leader, the cascaded replicas running"
-	pairedPutsStopped = "puts at the leader, the same cascaded replicas stopped (SIGSTOP)"
+	pairedIdleRunning = "leader idle, the cascaded replicas running (a decoy cluster's 16 stopped)"
+	pairedIdleStopped = "leader idle, the same cascaded replicas stopped (SIGSTOP; a decoy cluster's 16 running)"
+	pairedPutsRunning = "puts at the leader, the cascaded replicas running (a decoy cluster's 16 stopped)"
+	pairedPutsStopped = "puts at the leader, the same cascaded replicas stopped (SIGSTOP; a decoy cluster's 16 running)"
 )
+
+// Metrics of the fanout-paired scenario's work counters: the bytes of raft
+// messages the leader sends its peers, a second idle and per put.
+const (
+	metricPeerBps    = "leader peer B/s"
+	metricPeerPerPut = "leader peer B/put"
+	pairedSentSuffix = ": bytes sent to peers"
+)
+
+// pairedLeaderWait bounds the wait for each rig's first leader.
+const pairedLeaderWait = 30 * time.Second
 
 // fanoutPairedScenario answers the lines of the fanout scenario its
 // windows cannot (issue 38, at E = 16: leader CPU idle and per put ≤ 1.1×
@@ -39,75 +49,107 @@ const (
 // primaries, 2 learner replicas, 16 cascaded replicas fed by them, no
 // stock rig — is measured idle and under puts at a rate the host carries,
 // in rounds of windows with the cascaded replicas running and stopped
-// (SIGSTOP), in ABBA order. Stopped, the leader's cluster is E = 0's: the
-// cascaded replicas are no raft members and never talk to the leader; what
-// differs between the arms is what the 16 cost it. CPU comes from the
-// leader's threads' schedstat (nanoseconds, not ticks); its peer and gRPC
-// traffic is counted beside it.
+// (SIGSTOP), in the order AB AB then BA BA, and a decoy cluster's 16 readers stopped and
+// running in their place (pairedDecoy), so that what runs beside the
+// leader is alike in both arms. Stopped, the leader's cluster is E = 0's:
+// the cascaded replicas are no raft members and never talk to the leader;
+// what differs between the arms is what the 16 cost it. CPU comes from the
+// leader's threads' schedstat (nanoseconds, not ticks); the bytes it sends
+// its peers are counted beside it, idle and per put.
 func fanoutPairedScenario(p params) ([]Row, error) {
 	var rows []Row
 	err := scenario(fanoutPairedID, func(r *runner) {
 		g := startPairedRig(r, p)
 		defer g.undo()
 		arms := map[string]*scaleArm{}
-		var traffic [2]idleTraffic
-		for _, k := range []string{pairedIdleRunning, pairedIdleStopped, pairedPutsRunning, pairedPutsStopped} {
+		for _, k := range []string{pairedIdleRunning, pairedIdleStopped} {
 			arms[k] = newScaleArm(pairedE, k, metricLeaderPct)
+			arms[k+pairedSentSuffix] = newScaleArm(pairedE, k+pairedSentSuffix, metricPeerBps)
 		}
-		arms[pairedPutsRunning].metric, arms[pairedPutsStopped].metric = "leader CPU/10k", "leader CPU/10k"
-		windows := []func(){
-			func() { g.idleWindow(r, arms[pairedIdleRunning], false, &traffic[0]) },
-			func() { g.idleWindow(r, arms[pairedIdleStopped], true, &traffic[1]) },
-			func() { g.putWindow(r, arms[pairedPutsRunning], false) },
-			func() { g.putWindow(r, arms[pairedPutsStopped], true) },
+		for _, k := range []string{pairedPutsRunning, pairedPutsStopped} {
+			arms[k] = newScaleArm(pairedE, k, "leader CPU/10k")
+			arms[k+pairedSentSuffix] = newScaleArm(pairedE, k+pairedSentSuffix, metricPeerPerPut)
 		}
+		var traffic [2]idleTraffic
+		idle := [2]func(){
+			func() { g.idleWindow(r, arms, pairedIdleRunning, false, &traffic[0]) },
+			func() { g.idleWindow(r, arms, pairedIdleStopped, true, &traffic[1]) },
+		}
+		puts := [2]func(){
+			func() { g.putWindow(r, arms, pairedPutsRunning, false) },
+			func() { g.putWindow(r, arms, pairedPutsStopped, true) },
+		}
+		// Rounds of AB AB, then BA BA: each arm's windows sit at the same
+		// mean position (a linear drift cancels), and each idle arm
+		// follows a put window as often as the other. (A round of ABBA
+		// reversed, as before, put the stopped idle window after a put
+		// window in every other round and the running one never: the
+		// leader's after-put work, its next collection among it, fell in
+		// one arm only.)
 		for k := range p.pairedRounds {
-			for i := range windows {
-				if k%2 == 1 {
-					i = len(windows) - 1 - i
-				}
-				windows[i]()
-			}
+			a, b := k%2, 1-k%2
+			idle[a]()
+			idle[b]()
+			puts[a]()
+			puts[b]()
 		}
 		if l := g.c.Leader(r); l != g.leader {
 			r.Fatalf("the leader moved from %s to %s: its CPU is no longer one process's", g.leader.Name, l.Name)
 		}
-		for _, k := range []string{pairedIdleRunning, pairedIdleStopped, pairedPutsRunning, pairedPutsStopped} {
-			a := arms[k]
-			row := a.row(p)
-			row.Scenario, row.Name = fanoutPairedID, fanoutName(pairedE, k)
-			if a.metric == metricLeaderPct {
-				t := traffic[0]
-				if k == pairedIdleStopped {
-					t = traffic[1]
-				}
-				row.Note = fmt.Sprintf("leader CPU, %% of a core (schedstat), per window of %v: %s; the leader's traffic per second: %s", p.pairedWindow, windowsText(a.windows, 3), t.text())
-			} else {
-				row.Note = fmt.Sprintf("leader CPU-s/10k (schedstat) per window of %v at %d puts/s: %s", p.pairedPutWindow, p.pairedPutRate, windowsText(a.windows, 3))
-			}
-			rows = append(rows, row)
-		}
+		rows = g.rows(p, arms, traffic)
 	})
 	return rows, err
 }
 
+// rows are the fanout-paired scenario's rows, from its arms.
+func (g *pairedRig) rows(p params, arms map[string]*scaleArm, traffic [2]idleTraffic) []Row {
+	var rows []Row
+	for _, k := range []string{pairedIdleRunning, pairedIdleStopped, pairedPutsRunning, pairedPutsStopped} {
+		for _, name := range []string{k, k + pairedSentSuffix} {
+			a := arms[name]
+			row := a.row(p)
+			row.Scenario, row.Name = fanoutPairedID, fanoutName(pairedE, name)
+			switch a.metric {
+			case metricLeaderPct:
+				t := traffic[0]
+				if k == pairedIdleStopped {
+					t = traffic[1]
+				}
+				row.Note = fmt.Sprintf("leader CPU, %% of a core (schedstat), per window of %v: %s (its collections: %s); the leader's traffic per second: %s", p.pairedWindow, windowsText(a.windows, 3), windowsText(g.gcs[k], 0), t.text())
+			case metricPeerBps:
+				row.Note = fmt.Sprintf("bytes of raft messages the leader sent its peers, per second, per window of %v: %s", p.pairedWindow, windowsText(a.windows, 0))
+			case metricPeerPerPut:
+				row.Note = fmt.Sprintf("bytes of raft messages the leader sent its peers, per put, per window of %v at %d puts/s: %s", p.pairedPutWindow, p.pairedPutRate, windowsText(a.windows, 1))
+			default:
+				row.Note = fmt.Sprintf("leader CPU-s/10k (schedstat) per window of %v at %d puts/s (the decoy at the same rate): %s", p.pairedPutWindow, p.pairedPutRate, windowsText(a.windows, 3))
+			}
+			rows = append(rows, row)
+		}
+	}
+	return rows
+}
+
 // pairedRig is the fanout-paired scenario's cluster: the leader alone on
-// CPU 0, 2 learner replicas and pairedE cascaded replicas fed by them.
+// CPU 0, 2 learner replicas and pairedE cascaded replicas fed by them; and
+// the decoy beside it.
 type pairedRig struct {
 	p      params
 	c      *harness.Cluster
 	leader *harness.Member
 	put    *clientv3.Client
 	fan    *fanoutRig
+	decoy  *pairedDecoy
 	undo   func()
+	// gcs are the leader's collections in each idle window, by arm kind.
+	gcs map[string][]float64
 }
 
 func startPairedRig(r *runner, p params) *pairedRig {
-	g := &pairedRig{p: p, fan: &fanoutRig{}}
+	g := &pairedRig{p: p, fan: &fanoutRig{}, gcs: map[string][]float64{}}
 	// An election timeout of 5 s, as the scale rig's: a leader that moves
 	// is no longer the one process measured.
 	g.c = harness.StartCluster(r, harness.ClusterConfig{N: 3, ExtraArgs: []string{"--election-timeout", "5000"}})
-	g.leader = g.c.WaitLeader(r, 30*time.Second)
+	g.leader = g.c.WaitLeader(r, pairedLeaderWait)
 	var others []int
 	for _, m := range g.c.Members {
 		if m != g.leader {
@@ -129,16 +171,18 @@ func startPairedRig(r *runner, p params) *pairedRig {
 		a, b := g.fan.replicas[i%2].ClientURL, g.fan.replicas[1-i%2].ClientURL
 		g.fan.cascaded = append(g.fan.cascaded, harness.StartReplica(r, g.c, harness.ReplicaConfig{Name: fmt.Sprintf("c%d", i+1), Upstream: []string{a, b}, Extra: p.replicaArgs}))
 	}
+	// Started after the pinning, as every process but the leader: the
+	// decoy shares the followers' CPUs.
+	g.decoy = startPairedDecoy(r, p)
 	return g
 }
 
-// idleWindow measures the idle leader for a window, the cascaded replicas
-// stopped if stop, once every replica is quiet.
-func (g *pairedRig) idleWindow(r *runner, a *scaleArm, stop bool, t *idleTraffic) {
-	waitQuiet(r, append(g.fan.urls(g.fan.replicas), g.fan.urls(g.fan.cascaded)...), g.p.replicaArgs)
-	if stop {
-		defer signalAll(r, g.fan.pids(g.fan.cascaded), syscall.SIGSTOP, syscall.SIGCONT)()
-	}
+// idleWindow measures the idle leader for a window, once every replica is
+// quiet, with its cascaded replicas stopped if stop (the decoy's running),
+// else the decoy's stopped: the arm kind's CPU and bytes sent.
+func (g *pairedRig) idleWindow(r *runner, arms map[string]*scaleArm, kind string, stop bool, t *idleTraffic) {
+	waitQuiet(r, g.replicaURLs(), g.p.replicaArgs)
+	defer g.swap(r, stop)()
 	learners := g.fan.urls(g.fan.replicas)
 	rounds0, err := leaderRounds(learners)
 	if err != nil {
@@ -153,27 +197,35 @@ func (g *pairedRig) idleWindow(r *runner, a *scaleArm, stop bool, t *idleTraffic
 	<-time.After(g.p.pairedWindow)
 	secs := time.Since(start).Seconds()
 	used := mustSched(r, g.leader.Proc.PID()) - cpu0
-	t.add(mustTraffic(r, g.leader.ClientURL).minus(t0), secs)
+	d := mustTraffic(r, g.leader.ClientURL).minus(t0)
+	t.add(d, secs)
+	g.gcs[kind] = append(g.gcs[kind], d.gcs)
 	rounds1, err := leaderRounds(learners)
 	if err != nil {
 		r.Fatalf("fanout-paired: rounds after: %v", err)
 	}
-	a.add(Result{Seconds: secs, CPU: map[string]float64{"leader": used}, LeaderRounds: rounds1 - rounds0}, 100*used/secs)
+	res := Result{Seconds: secs, CPU: map[string]float64{"leader": used}, LeaderRounds: rounds1 - rounds0}
+	arms[kind].add(res, 100*used/secs)
+	arms[kind+pairedSentSuffix].add(res, d.sent/secs)
 }
 
-// putWindow puts at p.pairedPutRate for p.pairedPutWindow, the cascaded
-// replicas stopped if stop.
-func (g *pairedRig) putWindow(r *runner, a *scaleArm, stop bool) {
-	if stop {
-		defer signalAll(r, g.fan.pids(g.fan.cascaded), syscall.SIGSTOP, syscall.SIGCONT)()
-	}
+// putWindow puts at p.pairedPutRate for p.pairedPutWindow on both rigs,
+// with the measured rig's cascaded replicas stopped if stop (the decoy's
+// running), else the decoy's stopped: the arm kind's CPU and bytes sent
+// per put.
+func (g *pairedRig) putWindow(r *runner, arms map[string]*scaleArm, kind string, stop bool) {
+	defer g.swap(r, stop)()
+	t0 := mustTraffic(r, g.leader.ClientURL)
 	cpu0 := mustSched(r, g.leader.Proc.PID())
-	res := loadAt(context.Background(), g.p.pairedPutRate, 16, g.p.pairedPutWindow, func(ctx context.Context, w int) error {
-		_, err := g.put.Put(ctx, "bench/paired/"+strconv.Itoa(w), value256)
-		return err
-	})
+	res := g.putBoth()
 	res.CPU = map[string]float64{"leader": mustSched(r, g.leader.Proc.PID()) - cpu0}
-	a.add(res, res.CPUPer10k("leader"))
+	d := mustTraffic(r, g.leader.ClientURL).minus(t0)
+	arms[kind].add(res, res.CPUPer10k("leader"))
+	perPut := 0.0
+	if res.Ops > 0 {
+		perPut = d.sent / float64(res.Ops)
+	}
+	arms[kind+pairedSentSuffix].add(res, perPut)
 }
 
 // signalAll sends sig to every pid and returns what sends undo to them.

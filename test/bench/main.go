@@ -52,6 +52,7 @@ func scenarios(quick bool, out, consistency string) []scenarioSpec {
 		{"scale", []string{scaleID}, func(p params) ([]Row, error) { return scaleScenario(p, scalePlotDir(docs)) }},
 		{"fanout", []string{fanoutID}, fanoutScenario},
 		{"fanout-paired", []string{fanoutPairedID}, fanoutPairedScenario},
+		{"backup", []string{backupID}, backupScenario},
 	}
 }
 

@@ -98,6 +98,7 @@ func comparisons(rows []Row) []comparison {
 	}
 	cs = append(cs, fanoutComparisons()...)
 	cs = append(cs, fanoutPairedComparisons()...)
+	cs = append(cs, backupComparisons()...)
 	for _, r := range rows {
 		if rest, ok := strings.CutPrefix(r.Name, "understudy mirror: "); ok {
 			goal := ""
@@ -155,6 +156,11 @@ func value(r Row, metric string) float64 {
 		if r.Seconds > 0 {
 			return 100 * r.CPU["leader"] / r.Seconds
 		}
+	}
+	// A metric of the row's windows alone (a work counter): their mean.
+	if r.WindowsMetric == metric && len(r.Windows) > 0 {
+		m, _ := meanVar(r.Windows)
+		return m
 	}
 	return 0
 }
@@ -235,7 +241,8 @@ func (rep report) markdown() string {
 		{"compare", "Consistency per read path (`replica compare`: ops = successful reads, errors = failed reads, p50 and p99 = staleness at read time, not latency; details in CONSISTENCY.md)"},
 		{regionsID, "Two regions (`--only regions`: voters in region A; a replica, a stock etcd learner and the clients in region B; p50 and p99 = latency seen in region B; in the WAN-bytes rows, ops = watch events delivered and p50/p99 = put to event; details in docs/multi-region.md)"},
 		{fanoutID, "Fan-out (`--only fanout`: 3 primaries, 2 learner replicas and E cascaded replicas fed by them, beside 3 stock etcd voters and 2 + E stock learners; leader CPU idle (and idle with the cascaded replicas stopped by SIGSTOP, in windows alternating with it), per put at a fixed rate, per strong read at a fixed rate over the cascaded replicas beside the same rate over 2 stock followers; RSS of a cascaded replica; in the cascaded rig's put rows the last column is the CPU-s of the 2 learner replicas that feed the cascaded ones)"},
-		{fanoutPairedID, "Fan-out, paired windows (`--only fanout-paired`: 3 primaries, 2 learner replicas and 16 cascaded replicas fed by them, no stock rig; the leader idle, and under 100 puts/s, with the cascaded replicas running and stopped by SIGSTOP, windows in ABBA order; leader CPU from its threads' schedstat)"},
+		{backupID, "Backups (`--only backup`: `etcdctl snapshot save` from the leader, a follower and a learner replica of 3 primaries, in rounds, the sources in rotating order; the leader's CPU meanwhile)"},
+		{fanoutPairedID, "Fan-out, paired windows (`--only fanout-paired`: 3 primaries, 2 learner replicas and 16 cascaded replicas fed by them, no stock rig; the leader idle, and under 100 puts/s, with the cascaded replicas running and stopped by SIGSTOP, in rounds of windows AB AB then BA BA; beside it a decoy cluster — 1 primary, 2 learner replicas, 16 cascaded replicas — whose 16 run whenever the measured ones are stopped and which takes the same puts, so that both arms carry the same load beside the leader; leader CPU from its threads' schedstat, and the bytes it sends its peers)"},
 		{regionsSoakID, "Two regions held (`--only regions-ready`: the replica in region B a standby, ten minutes at each RTT under a light load; ops = /readyz answers ready or ops done, errors = not ready or failed)"},
 	} {
 		var rows []Row
@@ -299,13 +306,13 @@ func (c comparison) cell(rows map[string]Row, ratio float64) (text, goal string)
 		if goal == "" {
 			goal = "—"
 		}
-		return ratioText(ratio) + "×, not resolved", fmt.Sprintf("%s: partner − base = %.3f ± %.3f (2 standard errors over the windows), not above noise", goal, d, 2*se)
+		return ratioText(ratio) + "×, not resolved", fmt.Sprintf("%s: partner − base = %.3f ± %.3f (95 %% interval over the windows), not above noise", goal, d, se)
 	}
 	text = "**" + ratioText(ratio) + "×**"
 	lo, hi := ratio, ratio
-	if se, ok := c.ratioError(rows, ratio); ok {
-		text += " ± " + ratioText(2*se)
-		lo, hi = ratio-2*se, ratio+2*se
+	if hw, ok := c.ratioError(rows, ratio); ok {
+		text += " ± " + ratioText(hw)
+		lo, hi = ratio-hw, ratio+hw
 	}
 	return text, goalMark(lo, hi, c.goal)
 }
@@ -337,14 +344,15 @@ func windows(r Row, metric string) []float64 {
 // unresolved tells, for a ratio less a base whose partner and base rows
 // hold per-window figures (Row.Windows, in c's metric), whether partner −
 // base, what the ratio divides by (paired window by window if they have as
-// many), is not above 0 by more than two standard errors (a negative one included: the base then costs more than the
-// partner, and is no base); it returns that difference and its standard
-// error.
-func (c comparison) unresolved(rows map[string]Row) (diff, se float64, ok bool) {
+// many), is not above 0 by more than the half-width of its 95 % interval
+// (a negative one included: the base then costs more than the partner, and
+// is no base); it returns that difference and that half-width.
+func (c comparison) unresolved(rows map[string]Row) (diff, hw float64, ok bool) {
 	pw, bw := windows(rows[c.partner], c.metric), windows(rows[c.base], c.metric)
 	if c.base == "" || len(pw) < 2 || len(bw) < 2 {
 		return 0, 0, false
 	}
+	var se float64
 	if len(pw) == len(bw) {
 		diff, se = pairedMean(pw, bw, func(p, b float64) float64 { return p - b })
 	} else {
@@ -352,38 +360,59 @@ func (c comparison) unresolved(rows map[string]Row) (diff, se float64, ok bool) 
 		mb, vb := meanVar(bw)
 		diff, se = mp-mb, math.Sqrt(vp/float64(len(pw))+vb/float64(len(bw)))
 	}
-	return diff, se, diff <= 2*se
+	hw = t975(min(len(pw), len(bw))-1) * se
+	return diff, hw, diff <= hw
+}
+
+// t975 is Student's t distribution's 97.5th percentile for df degrees of
+// freedom: a 95 % interval is a mean ± t975(n − 1) standard errors over n
+// windows (with 6 windows, 2.57 of them, not 2). Beyond 30, t975(30),
+// slightly wide.
+func t975(df int) float64 {
+	table := [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+		2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+		2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
+	switch {
+	case df < 1:
+		return math.Inf(1)
+	case df <= len(table):
+		return table[df-1]
+	}
+	return table[len(table)-1]
 }
 
 // ratioError is, for a ratio of two rows that both hold per-window
 // figures in c's metric, the ratio's standard error: of the ratios of
 // paired windows if they have as many, else from the windows' spread (to
 // first order); less a base, from the paired differences of the three
-// rows. The report writes 2 of them.
+// rows. It returns the half-width of the ratio's 95 % interval: t975 of
+// the windows' degrees of freedom (the fewer's, where they differ) times
+// that error.
 func (c comparison) ratioError(rows map[string]Row, ratio float64) (float64, bool) {
 	aw, pw := windows(rows[c.row], c.metric), windows(rows[c.partner], c.metric)
 	if len(aw) < 2 || len(pw) < 2 {
 		return 0, false
 	}
+	t := t975(min(len(aw), len(pw)) - 1)
 	if c.base != "" {
 		bw := windows(rows[c.base], c.metric)
 		if len(aw) != len(pw) || len(bw) != len(pw) {
 			return 0, false
 		}
-		return baseRatioError(aw, pw, bw, ratio), true
+		return t * baseRatioError(aw, pw, bw, ratio), true
 	}
 	if slices.Contains(pw, 0) {
 		return 0, false
 	}
 	if len(aw) == len(pw) {
-		return pairedRatioError(aw, pw, ratio), true
+		return t * pairedRatioError(aw, pw, ratio), true
 	}
 	ma, va := meanVar(aw)
 	mp, vp := meanVar(pw)
 	if ma == 0 {
 		return 0, false
 	}
-	return math.Abs(ratio) * math.Sqrt(va/float64(len(aw))/(ma*ma)+vp/float64(len(pw))/(mp*mp)), true
+	return t * math.Abs(ratio) * math.Sqrt(va/float64(len(aw))/(ma*ma)+vp/float64(len(pw))/(mp*mp)), true
 }
 
 // pairedRatioError is the standard error, to first order, of ratio, the

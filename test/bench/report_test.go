@@ -131,10 +131,10 @@ func TestRatioWithinNoiseIsNotResolved(t *testing.T) {
 		unresolved      bool
 		wantInTable     string
 	}{
-		// n = 0.1, 0, 0.2 and d = 2, 2.1, 1.9: 0.05 ± 2 × 0.0303.
-		{"apart", row(mirrorSrcLeader, 8, 8.0, 8.3, 7.7), row(mirrorSrcReplica, 6.1, 6.1, 6.2, 6.0), false, "**0.05×** ± 0.061 | ≤ 0.2 ✓"},
-		// n = 0.7, 0, 0: 0.117 ± 2 × 0.117, across the goal.
-		{"goal within the error", row(mirrorSrcLeader, 8, 8.0, 8.3, 7.7), row(mirrorSrcReplica, 6.7/3+6.2/3+5.8/3, 6.7, 6.2, 5.8), false, "**0.12×** ± 0.23 | ≤ 0.2 ? (within the error)"},
+		// n = 0.1, 0, 0.2 and d = 2, 2.1, 1.9: 0.05 ± t975(2) × 0.0303 = 4.303 × 0.0303.
+		{"apart", row(mirrorSrcLeader, 8, 8.0, 8.3, 7.7), row(mirrorSrcReplica, 6.1, 6.1, 6.2, 6.0), false, "**0.05×** ± 0.13 | ≤ 0.2 ✓"},
+		// n = 0.7, 0, 0: 0.117 ± 4.303 × 0.117, across the goal.
+		{"goal within the error", row(mirrorSrcLeader, 8, 8.0, 8.3, 7.7), row(mirrorSrcReplica, 6.7/3+6.2/3+5.8/3, 6.7, 6.2, 5.8), false, "**0.12×** ± 0.50 | ≤ 0.2 ? (within the error)"},
 		{"within noise", row(mirrorSrcLeader, 6.2, 5.0, 7.6, 6.0), row(mirrorSrcReplica, 6.1, 6.1, 6.2, 6.0), true, "not resolved | ≤ 0.2: partner − base = 0.200 ± "},
 		{"below the base", row(mirrorSrcLeader, 5, 5.0, 5.2, 4.8), row(mirrorSrcReplica, 6.1, 6.1, 6.2, 6.0), true, "not resolved | ≤ 0.2: partner − base = -1.000 ± "},
 	} {
@@ -156,15 +156,17 @@ func TestRatioOfWindowedRowsHasItsError(t *testing.T) {
 		want    string
 	}{
 		// Paired window by window: 88/98 and 92/102, mean 0.9000, standard
-		// error 0.0020.
-		{"paired", []float64{88, 92}, []float64{98, 102}, "**0.90×** ± 0.004 |"},
+		// error 0.0020; two windows, one degree of freedom: t975(1) =
+		// 12.706 of them.
+		{"paired", []float64{88, 92}, []float64{98, 102}, "**0.90×** ± 0.025 |"},
 		// A partner window far below the others: the error is that of the
 		// ratio of the means, from the residuals 140 − 0.9·150 = 5 and
 		// 40 − 0.9·50 = −5: √(50/2)/100 = 0.05 (the windows' own ratios,
-		// 0.933 and 0.8, would give 0.067).
-		{"paired, uneven", []float64{140, 40}, []float64{150, 50}, "**0.90×** ± 0.10 |"},
-		// Not as many windows: 0.9 × √(4/3/90² + 8/2/100²) = 0.0214.
-		{"unpaired", []float64{88, 92, 90}, []float64{98, 102}, "**0.90×** ± 0.043 |"},
+		// 0.933 and 0.8, would give 0.067); × 12.706.
+		{"paired, uneven", []float64{140, 40}, []float64{150, 50}, "**0.90×** ± 0.64 |"},
+		// Not as many windows: 0.9 × √(4/3/90² + 8/2/100²) = 0.0214, ×
+		// t975 of the fewer windows' degrees of freedom (1).
+		{"unpaired", []float64{88, 92, 90}, []float64{98, 102}, "**0.90×** ± 0.27 |"},
 	} {
 		rep := report{Rows: []Row{
 			{Scenario: "headers", Name: headersOn, Windows: tc.on, WindowsMetric: "throughput", Result: Result{Throughput: 90, Ops: 900, CPU: map[string]float64{"extra": 9}}},
@@ -202,5 +204,21 @@ func TestRatioOfIdleRowsInPercentOfACore(t *testing.T) {
 	// 2 % of a core against 1.67 %.
 	if got, ok := c.ratio(rows); !ok || math.Abs(got-1.2) > 1e-9 {
 		t.Errorf("ratio = %v, %v; want 1.2, true", got, ok)
+	}
+}
+
+// The report's ± is a 95 % interval: Student's t for the windows' degrees
+// of freedom, which with few windows is well above 2 standard errors.
+func TestT975(t *testing.T) {
+	for _, tc := range []struct {
+		df   int
+		want float64
+	}{{1, 12.706}, {5, 2.571}, {15, 2.131}, {30, 2.042}, {200, 2.042}} {
+		if got := t975(tc.df); got != tc.want {
+			t.Errorf("t975(%d) = %v, want %v", tc.df, got, tc.want)
+		}
+	}
+	if !math.IsInf(t975(0), 1) {
+		t.Errorf("t975(0) = %v, want +Inf: one window has no spread", t975(0))
 	}
 }

@@ -57,9 +57,9 @@ func TestScaleReportFitsAndRatios(t *testing.T) {
 	md := report{Mode: "quick", Rows: scaleRowsOf(model, 0.001)}.markdown()
 	for _, want := range []string{
 		"| " + scaleFleetName(4) + " | " + scaleName(4, scaleReadsHub) + " | " + scaleName(4, scalePartner+scaleReadsHub) + " | leader CPU/10k | **",
-		"| **0.39×** ± 0.0041 | ≤ 0.5 ✓ |",
+		"| **0.39×** ± 0.026 | ≤ 0.5 ✓ |",
 		"| " + scaleFleetName(8) + " | " + scaleName(8, scaleReadsHub4) + " |",
-		"| **0.69×** ± 0.0021 | ≤ 0.6 ✗ |",
+		"| **0.69×** ± 0.013 | ≤ 0.6 ✗ |",
 		"| leader idle CPU, % of a core | 1.000 + 0.150·N | 2.2 | 2.2 | 0 % |",
 		"| leader CPU-s per 10k puts | 2.0000 + 0.0500·N | 2.4 | 2.4 | 0 % |",
 		"| leader CPU-ms per ReadIndex round | 0.04000 + 0.00500·N | 0.08 | 0.08 | 0 % |",
