@@ -88,8 +88,17 @@ func (s *Store) follow(ctx context.Context, a *applier, u upstream) error {
 			}
 			heard = s.clock.Now()
 		case <-progress.Chan():
-			if silent := s.clock.Since(heard); silent > s.cfg.SilenceTimeout {
-				return fmt.Errorf("%w: %s silent for %v", errLost, u.url, silent.Round(time.Millisecond))
+			// Silent since the last tick: ask whether it is quiet or lost
+			// (a read also keeps contact, which the ready checks want
+			// within an election timeout, when no progress answer comes).
+			if s.clock.Since(heard) >= s.cfg.ProgressInterval {
+				quiet, err := s.silent(wctx, u, a.rev(), heard)
+				if err != nil {
+					return err
+				}
+				if quiet {
+					heard = s.clock.Now()
+				}
 			}
 			pctx, pcancel := context.WithTimeout(wctx, s.cfg.SilenceTimeout)
 			_ = u.cli.RequestProgress(pctx) // its answer, or its absence, tells
@@ -133,4 +142,30 @@ func (s *Store) take(ctx context.Context, a *applier, u upstream, resp clientv3.
 	}
 	s.m.applySeconds.Observe(s.clock.Since(start).Seconds())
 	return nil
+}
+
+// silent decides on an upstream whose watch has sent nothing since the
+// last progress tick (last heard at heard), the store at revision rev:
+// etcd answers no progress request while a watch's start revision (rev+1)
+// is past its store's (progressIfSync), so the watch of a cluster that
+// writes nothing is silent, and only a read tells a quiet upstream from a
+// lost one. It reports quiet if the upstream answers at rev or before (the
+// watch had nothing to send: it is heard), and returns errLost if it
+// answers past rev once heard is SilenceTimeout ago (its watch is not
+// delivering what it has), or if it does not answer by then.
+func (s *Store) silent(ctx context.Context, u upstream, rev int64, heard time.Time) (quiet bool, err error) {
+	deadline := heard.Add(s.cfg.SilenceTimeout)
+	rctx, cancel := context.WithTimeout(ctx, max(deadline.Sub(s.clock.Now()), 0))
+	defer cancel()
+	resp, err := u.cli.Get(rctx, probeKey, clientv3.WithSerializable(), clientv3.WithCountOnly())
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("%w: %s silent for %v, and a read unanswered: %v", errLost, u.url, s.clock.Since(heard).Round(time.Millisecond), err)
+	case resp.Header.Revision <= rev:
+		s.heard(u, resp.Header.Revision)
+		return true, nil
+	case s.clock.Now().After(deadline):
+		return false, fmt.Errorf("%w: %s is at revision %d and its watch has sent nothing past %d for %v", errLost, u.url, resp.Header.Revision, rev, s.clock.Since(heard).Round(time.Millisecond))
+	}
+	return false, nil
 }

@@ -3,17 +3,23 @@ package cascade
 import (
 	"context"
 	"fmt"
+	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/understudy-kv/understudy/readindex"
+	"github.com/understudy-kv/understudy/wire"
 )
 
 // member is the store as the ReadIndex machinery needs it
 // (readindex.Member): a round asks an upstream for a linearizable revision
 // (a strong Range: on a replica upstream, one of its own rounds, shared by
 // every read waiting there; on a member, a linearizable read) and waits
-// until the store holds it. Every write acknowledged before the round began
+// until the store holds it — but a quiet replica's background round asks
+// for less (aged). Every write acknowledged before the round began
 // is at or below that revision, so a local read after it is linearizable,
 // as after a learner replica's round.
 type member struct{ s *Store }
@@ -37,6 +43,11 @@ const followingLead = 1
 
 func (m member) LinearizableReadNotify(ctx context.Context) error {
 	if readindex.Background(ctx) {
+		if accept := readindex.AcceptAged(ctx); accept > 0 && m.s.clock.Now().UnixNano() >= m.s.noBoundUntil.Load() {
+			if m.aged(ctx, accept) {
+				return nil
+			}
+		}
 		ctx = background(ctx)
 	}
 	resp, err := m.s.fwd.Get(ctx, probeKey, clientv3.WithCountOnly())
@@ -44,6 +55,52 @@ func (m member) LinearizableReadNotify(ctx context.Context) error {
 		return fmt.Errorf("cascade: a linearizable revision from the upstreams: %w", err)
 	}
 	return m.s.WaitRevision(ctx, resp.Header.Revision)
+}
+
+// noBoundFor is how long a cascaded replica asks for strong reads alone
+// after an upstream's answer told no bound (aged).
+const noBoundFor = 10 * time.Minute
+
+// aged does a quiet replica's background round (readindex.AcceptAged)
+// from an upstream's own last round: a bounded read within accept, which a
+// replica upstream serves without a round of its own while its last is
+// that young, and whose answer tells how old its proof is
+// (wire.StalenessBoundKey). Once the revision it answered is applied here,
+// the store is fresh as of that much before the round began
+// (readindex.ProvedAged). So the upkeep of quiet cascaded replicas costs
+// their upstream no round while its own are that young (a quiet upstream's
+// are, or younger); and where they are not (a quiet cascaded upstream of a
+// depth-2 reader, whose proofs are older than a period), it costs one of
+// the upstream's rounds, which serves every reader below it for a period.
+// It reports whether it did the round; if not (an error, an answer with no
+// bound or one beyond twice accept), the caller asks for a strong read. An
+// upstream that tells no bound (a stock etcd member, a replica with
+// --freshness-headers=off) is not asked again for noBoundFor.
+func (m member) aged(ctx context.Context, accept time.Duration) bool {
+	actx := metadata.AppendToOutgoingContext(background(ctx), wire.MaxStalenessKey, accept.String(), wire.FreshnessKey, "1")
+	var hdr metadata.MD
+	// clientv3's retrying KV client, as Get's: an upstream down is
+	// retried on another.
+	resp, err := clientv3.RetryKVClient(m.s.fwd).Range(actx,
+		&pb.RangeRequest{Key: []byte(probeKey), Serializable: true, CountOnly: true}, grpc.Header(&hdr))
+	if err != nil {
+		return false
+	}
+	mode, bound := hdr.Get(wire.ReadModeKey), hdr.Get(wire.StalenessBoundKey)
+	if len(mode) == 0 || mode[0] != wire.ReadModeBounded || len(bound) == 0 {
+		m.s.noBoundUntil.Store(m.s.clock.Now().Add(noBoundFor).UnixNano())
+		return false
+	}
+	d, err := time.ParseDuration(bound[0])
+	if err != nil || d < 0 || d > 2*accept {
+		return false
+	}
+	if err := m.s.WaitRevision(ctx, resp.Header.Revision); err != nil {
+		return false
+	}
+	readindex.ProvedAged(ctx, d)
+	m.s.m.agedRounds.Inc()
+	return true
 }
 
 // Lead is followingLead while an upstream is followed, else 0.

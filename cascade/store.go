@@ -47,6 +47,9 @@ type Store struct {
 	sourceRev atomic.Int64
 	contact   atomic.Uint64
 	lead      atomic.Uint64
+	// noBoundUntil (Unix ns): until then, background rounds are strong
+	// reads (member.aged: an upstream's answer told no bound).
+	noBoundUntil atomic.Int64
 
 	closeOnce sync.Once
 }

@@ -23,6 +23,10 @@ import (
 // a round starts shares it, and rounds start at most every minGap, so the
 // leader pays for rounds, not reads — the lever docs/scaling.md measures.
 //
+// A quiet replica's background round may be aged (AcceptAged, ProvedAged):
+// a cascaded replica's upkeep answered from its upstream's last round, which
+// moves AsOf to before its start and serves no strong read.
+//
 // A round is the replica's own (a ReadIndex through the leader) or, with
 // via set (--read-index-via), may be a hub's read index applied here. Both
 // serve strong reads: the hub's round started after the request. Only own
@@ -89,6 +93,11 @@ type Freshness struct {
 		ownInFlight int
 		ownStart    time.Time
 		ownEnded    time.Time
+		// ownAgeable: the own round in flight may prove the store fresh
+		// only as of before ownStart (AcceptAged); proofLag is how much
+		// before its start the last own round's proof was (ProofLag).
+		ownAgeable bool
+		proofLag   time.Duration
 		// hubInFlight counts rounds through hubs under way; hubTook is
 		// how long the last one that succeeded took; overlapped counts
 		// those that began while another was under way.
@@ -168,7 +177,7 @@ func (f *Freshness) Age() time.Duration {
 func (f *Freshness) WaitFresh(ctx context.Context, need time.Time) error {
 	return f.wait(ctx, true,
 		func() bool { return !f.mu.asOf.Before(need) },
-		func() bool { return f.mu.ownInFlight > 0 && !f.mu.ownStart.Before(need) })
+		func() bool { return f.mu.ownInFlight > 0 && !f.mu.ownAgeable && !f.mu.ownStart.Before(need) })
 }
 
 // WaitRound returns once a round that started after the call has completed:
@@ -179,6 +188,12 @@ func (f *Freshness) WaitRound(ctx context.Context) error {
 	f.mu.Lock()
 	target := f.mu.started + 1
 	f.mu.Unlock()
+	return f.waitRound(ctx, target)
+}
+
+// waitRound returns once round target, or a later one, has completed (an
+// aged round completes none: see ProvedAged).
+func (f *Freshness) waitRound(ctx context.Context, target uint64) error {
 	return f.wait(ctx, false,
 		func() bool { return f.mu.completed >= target },
 		func() bool { return slices.ContainsFunc(f.mu.inFlight, func(n uint64) bool { return n >= target }) })

@@ -19,13 +19,15 @@ import (
 // new round's. The round may go through a hub (viaHub) unless it must be
 // own: wantOwn (a background round), or a bounded read waits for it; it
 // takes a hub slot if a hub is usable (hubUsable), else it is an own
-// round (through via, which falls back to one).
-func (f *Freshness) begin(wantOwn, hubUsable bool) (r round) {
+// round (through via, which falls back to one). If ageable, an own
+// background round may come back aged (see AcceptAged).
+func (f *Freshness) begin(wantOwn, hubUsable, ageable bool) (r round) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.mu.started++
 	r = round{n: f.mu.started, start: f.clock.Now(), background: f.mu.pending == 0 && f.mu.waiting == 0}
 	r.viaHub = f.via != nil && !wantOwn && !f.mu.ownWanted
+	r.ageable = ageable && r.background && !r.viaHub
 	r.hubSlot = r.viaHub && hubUsable
 	if r.hubSlot {
 		if f.mu.hubInFlight > 0 {
@@ -35,8 +37,9 @@ func (f *Freshness) begin(wantOwn, hubUsable bool) (r round) {
 	} else {
 		f.mu.ownInFlight++
 		if !r.viaHub {
-			// Surely own: bounded reads that need it may wait for it.
-			f.mu.ownStart = r.start
+			// Surely own: bounded reads that need it may wait for it,
+			// unless its proof may come back older than its start.
+			f.mu.ownStart, f.mu.ownAgeable = r.start, r.ageable
 		}
 	}
 	f.mu.inFlight = append(f.mu.inFlight, r.n)
@@ -53,8 +56,10 @@ type round struct {
 	// viaHub: it goes through via; hubSlot: it counts among the rounds
 	// through hubs in flight (a hub was usable when it began).
 	viaHub, hubSlot bool
-	// background: no read waited for it when it began (see Background).
-	background bool
+	// background: no read waited for it when it began (see Background);
+	// ageable: it may prove the store fresh as of before its start (see
+	// AcceptAged).
+	background, ageable bool
 }
 
 type backgroundKey struct{}
@@ -65,11 +70,74 @@ type backgroundKey struct{}
 // asked does not count it as client demand (wire.BackgroundKey).
 func Background(ctx context.Context) bool { return ctx.Value(backgroundKey{}) != nil }
 
+// agedKey holds, in a background round's context, its *agedProof.
+type agedKey struct{}
+
+// agedProof is what a background round may accept (AcceptAged) and what it
+// proved (ProvedAged).
+type agedProof struct {
+	accept time.Duration
+	mu     sync.Mutex
+	proved time.Duration
+	set    bool
+}
+
+// AcceptAged is how much older than its start a quiet replica's
+// background round's proof may be: the quiet period (see Quiet). A round
+// answered from an upstream's own last round, no older than that, keeps a
+// replica nobody reads from within two quiet periods of fresh at no cost
+// to its upstream (the ready gauge allows for it: see ProofLag). 0 for
+// every other round — one a read waits for, Round's, any while the
+// replica is asked for reads — which proves the state as of its start.
+func AcceptAged(ctx context.Context) time.Duration {
+	if a, ok := ctx.Value(agedKey{}).(*agedProof); ok {
+		return a.accept
+	}
+	return 0
+}
+
+// ProvedAged tells the background round of ctx that it proved the store
+// fresh as of d before its start, not as of its start: a cascaded
+// replica's upkeep answered from its upstream's last round, d that round's
+// age (wire.StalenessBoundKey). The round then moves AsOf to its start
+// less d and serves no strong read. Ignored in any other round's context.
+func ProvedAged(ctx context.Context, d time.Duration) {
+	if a, ok := ctx.Value(agedKey{}).(*agedProof); ok {
+		a.mu.Lock()
+		a.proved, a.set = max(d, 0), true
+		a.mu.Unlock()
+	}
+}
+
+// ProofLag is how much older than its start the last own round's proof
+// was: 0 after a round that proved the state as of its start, d after one
+// answered aged (ProvedAged). A replica keeps its schedule while its age is
+// within its period plus this (and a margin).
+func (f *Freshness) ProofLag() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.proofLag
+}
+
+// result is what the round proved: aged, if ProvedAged was told.
+func (a *agedProof) result() (d time.Duration, aged bool) {
+	if a == nil {
+		return 0, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.proved, a.set
+}
+
 // finish records the end of round r: if it succeeded, strong reads waiting
 // for it may read, and if it was an own round, the store is fresh as of
-// its start. Waiters re-examine either way: those a failed round would
-// have served register for the next.
-func (f *Freshness) finish(r round, own bool, err error) {
+// its start — or, if its proof was aged (ProvedAged), as of that much
+// before its start, and no strong read may read by it: a read may have
+// begun waiting for it after it started (WaitRound takes the next round's
+// number, then registers), and its proof predates the round. Waiters
+// re-examine either way: those a failed or aged round would have served
+// register for the next.
+func (f *Freshness) finish(r round, own bool, aged *agedProof, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.clock.Now()
@@ -89,9 +157,15 @@ func (f *Freshness) finish(r round, own bool, err error) {
 		f.mu.failedAt = now
 	} else {
 		f.mu.failedAt = time.Time{}
-		f.mu.completed = max(f.mu.completed, r.n)
-		if own && r.start.After(f.mu.asOf) {
-			f.mu.asOf = r.start
+		d, isAged := aged.result()
+		if !isAged {
+			f.mu.completed = max(f.mu.completed, r.n)
+		}
+		if own {
+			f.mu.proofLag = d
+			if proof := r.start.Add(-d); proof.After(f.mu.asOf) {
+				f.mu.asOf = proof
+			}
 		}
 	}
 	close(f.mu.changed)
@@ -149,7 +223,7 @@ func (f *Freshness) Run(ctx context.Context) {
 		d := f.batch.next(f.batchState(now, last, due, hubUsable))
 		if d.start {
 			last = now
-			r := f.begin(due, hubUsable)
+			r := f.begin(due, hubUsable, f.quiet.Load())
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -198,14 +272,19 @@ func (f *Freshness) nextDue() (time.Time, bool) {
 }
 
 // Round does one own ReadIndex round and, if it completes, moves AsOf to
-// the time it started.
-func (f *Freshness) Round(ctx context.Context) { f.run(ctx, f.begin(true, false)) }
+// the time it started (never aged).
+func (f *Freshness) Round(ctx context.Context) { f.run(ctx, f.begin(true, false, false)) }
 
 // run does round r: through via if r.viaHub, else an own round.
 func (f *Freshness) run(ctx context.Context, r round) {
 	rctx, cancel := context.WithTimeout(ctx, f.timeout)
+	var aged *agedProof
 	if r.background {
 		rctx = context.WithValue(rctx, backgroundKey{}, true)
+	}
+	if accept := f.Period(); r.ageable && accept > 0 {
+		aged = &agedProof{accept: accept}
+		rctx = context.WithValue(rctx, agedKey{}, aged)
 	}
 	own, err := true, error(nil)
 	if r.viaHub {
@@ -220,5 +299,5 @@ func (f *Freshness) run(ctx context.Context, r round) {
 	if err != nil && ctx.Err() == nil {
 		f.lg.Debug("freshness round failed", zap.Error(err))
 	}
-	f.finish(r, own, err)
+	f.finish(r, own, aged, err)
 }

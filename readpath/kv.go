@@ -147,7 +147,11 @@ func (s *kvServer) readMode(ctx context.Context, serializable bool) (string, err
 	if bound == 0 {
 		return modeWeak, nil
 	}
-	s.fresh.Demand(bound)
+	if !isBackground(ctx) {
+		// A cascaded replica's upkeep (a bounded read answered from the
+		// last round, see cascade) is no client's demand for rounds.
+		s.fresh.Demand(bound)
+	}
 	need := s.clock.Now().Add(-bound)
 	if s.fresh.AsOf().Before(need) {
 		s.m.boundedWaits.Inc()

@@ -104,7 +104,9 @@ func (r *readiness) checks() map[string]func(context.Context) error {
 
 // gauge is understudy_replica_ready: 1 while caught_up and leader_contact
 // pass and the freshness loop keeps its own schedule (the last round within
-// MaxStaleness plus the loop's period), else 0. It does no round: a scrape
+// MaxStaleness plus the loop's period, plus how much older than its start
+// the last round's proof was: a quiet cascaded replica's upkeep is answered
+// from its upstream's last round, see readindex.AcceptAged), else 0. It does no round: a scrape
 // must not wake a quiet replica (whose rounds are --freshness-quiet-interval
 // apart) nor cost the leader a round, and a replica whose rounds fail or
 // stop falls behind its schedule within a period. So an unready replica
@@ -112,7 +114,7 @@ func (r *readiness) checks() map[string]func(context.Context) error {
 // probes /readyz.
 func (r *readiness) gauge() prometheus.GaugeFunc {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "ready",
-		Help: "1 while the replica is caught up, hears from its leader and its freshness rounds keep their schedule (the last within --ready-max-staleness plus the current round period), else 0. A scrape does no round."},
+		Help: "1 while the replica is caught up, hears from its leader and its freshness rounds keep their schedule (the last within --ready-max-staleness plus the current round period, plus the age of its upstream's proof for a quiet cascaded replica), else 0. A scrape does no round."},
 		func() float64 {
 			checks := r.checks()
 			for _, name := range []string{checkCaughtUp, checkLeaderContact} {
@@ -120,7 +122,7 @@ func (r *readiness) gauge() prometheus.GaugeFunc {
 					return 0
 				}
 			}
-			if r.fresh.AsOf().IsZero() || r.fresh.Age() > r.cfg.MaxStaleness+r.fresh.Period() {
+			if r.fresh.AsOf().IsZero() || r.fresh.Age() > r.cfg.MaxStaleness+r.fresh.Period()+r.fresh.ProofLag() {
 				return 0
 			}
 			return 1

@@ -296,10 +296,14 @@ func TestCascadedReplicaWatchersThroughAnUpstreamKill(t *testing.T) {
 	}
 }
 
-// Cascaded replicas nobody reads from let their upstream go quiet: their
+// Cascaded replicas nobody reads from let their upstream go quiet, and stay
+// ready and on it while the cluster writes nothing: their
 // upkeep (the watch, progress requests, compaction checks, their own
-// background rounds) is no client demand (wire.BackgroundKey); a strong
-// read through a cascaded replica wakes both.
+// background rounds) is no client demand (wire.BackgroundKey); and their
+// background rounds are answered from the upstream's own last round
+// (understudy_cascade_aged_rounds_total), so they cost it, and the leader,
+// no round: the upstream's rounds are its own. A strong read through a
+// cascaded replica wakes both.
 func TestCascadedReplicasLetTheirUpstreamGoQuiet(t *testing.T) {
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
@@ -307,7 +311,9 @@ func TestCascadedReplicasLetTheirUpstreamGoQuiet(t *testing.T) {
 	r := startReplica(t, bins, c, "r1", replicaOpts{Extra: quiet})
 	var crs []*harness.Replica
 	for i := range 2 {
-		crs = append(crs, cascaded(t, c, fmt.Sprintf("c%d", i+1), []string{r.ClientURL}, quiet...))
+		// A readiness bound under the quiet period: the ready gauge must
+		// allow for the upstream proof's age (readindex.ProofLag).
+		crs = append(crs, cascaded(t, c, fmt.Sprintf("c%d", i+1), []string{r.ClientURL}, append([]string{"--ready-max-staleness", "2s"}, quiet...)...))
 	}
 	period := func(url string) float64 {
 		v, _ := harness.MustScrape(t, url+"/metrics").Value("understudy_replica_freshness_period_seconds")
@@ -322,13 +328,51 @@ func TestCascadedReplicasLetTheirUpstreamGoQuiet(t *testing.T) {
 		return true, nil
 	}
 	harness.WaitFor(t, 30*time.Second, "the upstream and its cascaded replicas quiet", allQuiet)
+	rounds := func(url string) float64 { return metric(t, url, "understudy_replica_freshness_round_seconds_count") }
+	aged := func() float64 {
+		return metric(t, crs[0].ClientURL, "understudy_cascade_aged_rounds_total") + metric(t, crs[1].ClientURL, "understudy_cascade_aged_rounds_total")
+	}
+	switches := func() float64 {
+		return metric(t, crs[0].ClientURL, "understudy_cascade_upstream_switches_total") + metric(t, crs[1].ClientURL, "understudy_cascade_upstream_switches_total")
+	}
+	upstream0, aged0, switches0, start := rounds(r.ClientURL), aged(), switches(), time.Now()
 	// Held quiet over several compaction checks (every 5 s) and rounds.
 	deadline := time.Now().Add(12 * time.Second)
 	for time.Now().Before(deadline) {
 		if ok, err := allQuiet(); !ok {
 			t.Fatalf("woke without a client: %v", err)
 		}
+		for _, cr := range crs {
+			if v := metric(t, cr.ClientURL, "understudy_replica_ready"); v != 1 {
+				t.Fatalf("%s: understudy_replica_ready %v while quiet, fresh as of %.1fs ago", cr.ClientURL, v, metric(t, cr.ClientURL, "understudy_replica_freshness_age_seconds"))
+			}
+		}
 		time.Sleep(500 * time.Millisecond) // sampling, not synchronisation
+	}
+	// 12 s at one round per 3 s: about 4 each. Each cascaded replica's
+	// upkeep round used to be a round of the upstream's with the leader:
+	// about 12 in all.
+	// A cluster that writes nothing answers no watch progress request
+	// (etcd's progressIfSync): the cascaded replicas must not take that
+	// for a lost upstream (they did, every 2 s, unready half the time).
+	if n := switches() - switches0; n != 0 {
+		t.Errorf("the cascaded replicas left their upstream %v times while it was quiet and the cluster wrote nothing", n)
+	}
+	periods := time.Since(start).Seconds() / 3
+	upstream, byAge := rounds(r.ClientURL)-upstream0, aged()-aged0
+	t.Logf("in %.1f quiet periods: the upstream did %.0f rounds, the cascaded replicas %.0f answered from its last", periods, upstream, byAge)
+	if byAge < 2*(periods-2) {
+		t.Errorf("the cascaded replicas' upkeep was answered from the upstream's last round %.0f times in %.1f periods, want about %.0f", byAge, periods, 2*periods)
+	}
+	if upstream > periods+2 {
+		t.Errorf("the upstream did %.0f rounds in %.1f quiet periods: its cascaded replicas' upkeep costs it rounds", upstream, periods)
+	}
+	for _, cr := range crs {
+		// Fresh within two periods and a round: its own period and its
+		// upstream's proof's age.
+		if age := metric(t, cr.ClientURL, "understudy_replica_freshness_age_seconds"); age > 7 {
+			t.Errorf("%s: fresh as of %.1fs ago, quiet, want within two quiet periods (6s) and a round", cr.ClientURL, age)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -1,0 +1,140 @@
+package readindex
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/zap/zaptest"
+)
+
+// A background round answered from an upstream's last round (ProvedAged)
+// moves AsOf to its start less that round's age, and serves no strong
+// read: not even one that took its number before it began (WaitRound reads
+// the next round's number, then registers; the round may begin between).
+func TestAgedBackgroundRoundServesNoStrongRead(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	type call struct {
+		accept time.Duration
+		done   chan error
+	}
+	calls := make(chan call, 4)
+	round := func(ctx context.Context) error {
+		c := call{accept: AcceptAged(ctx), done: make(chan error)}
+		calls <- c
+		err := <-c.done
+		if err == nil {
+			// Told in every round: only an ageable one takes it.
+			ProvedAged(ctx, 5*time.Second)
+		}
+		return err
+	}
+	f := NewFreshness(zaptest.NewLogger(t), clock, time.Second, 0, time.Minute, round, nil)
+	f.periodNs.Store(int64(30 * time.Second)) // quiet: rounds every 30 s
+
+	clock.Advance(time.Minute)
+	r := f.begin(true, false, true)
+	if !r.background {
+		t.Fatal("a round no read waits for is not background")
+	}
+	ran := make(chan struct{})
+	go func() { f.run(context.Background(), r); close(ran) }()
+	c := recv(t, calls)
+	if c.accept != 30*time.Second {
+		t.Fatalf("AcceptAged = %v, want the period in force, 30s", c.accept)
+	}
+	// The read of the race: it took round r's number before r began.
+	read := make(chan error, 1)
+	go func() { read <- f.waitRound(context.Background(), r.n) }()
+	waitCond(t, func() bool { return f.Waiting() == 1 })
+	clock.Advance(40 * time.Millisecond)
+	send(t, c.done, nil)
+	recv(t, ran)
+	if got, want := f.AsOf(), r.start.Add(-5*time.Second); !got.Equal(want) {
+		t.Fatalf("AsOf = %v, want the round's start less the proof's age, %v", got, want)
+	}
+	// The read registers for the next round rather than read by this one.
+	waitCond(t, func() bool {
+		select {
+		case err := <-read:
+			t.Fatalf("a strong read was served by an aged round (err %v)", err)
+		default:
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.mu.pending == 1
+	})
+	if got := f.ProofLag(); got != 5*time.Second {
+		t.Fatalf("ProofLag = %v after an aged round, want 5s", got)
+	}
+	// The next round has a read waiting: not background, nothing aged.
+	next := f.begin(false, false, true)
+	go f.run(context.Background(), next)
+	c = recv(t, calls)
+	if c.accept != 0 {
+		t.Fatalf("AcceptAged = %v in a round a read waits for, want 0", c.accept)
+	}
+	send(t, c.done, nil)
+	if err := recv(t, read); err != nil {
+		t.Fatalf("the read after an own round: %v", err)
+	}
+	if got := f.AsOf(); !got.Equal(next.start) {
+		t.Fatalf("AsOf = %v, want the own round's start %v (ProvedAged is ignored in a round a read waits for)", got, next.start)
+	}
+	if got := f.ProofLag(); got != 0 {
+		t.Fatalf("ProofLag = %v after an own round, want 0", got)
+	}
+}
+
+// A bounded read that comes while an ageable round is under way does not
+// wait for it (its proof may predate the read's need): it registers for the
+// next round at once, which must be own.
+func TestBoundedReadIsNotCoveredByAnAgeableRound(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	release := make(chan struct{})
+	round := func(ctx context.Context) error {
+		<-release
+		ProvedAged(ctx, 5*time.Second)
+		return nil
+	}
+	f := NewFreshness(zaptest.NewLogger(t), clock, time.Second, 0, time.Minute, round, nil)
+	f.periodNs.Store(int64(30 * time.Second))
+	r := f.begin(true, false, true)
+	if !r.ageable {
+		t.Fatal("a quiet background round is not ageable")
+	}
+	ran := make(chan struct{})
+	go func() { f.run(context.Background(), r); close(ran) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	read := make(chan error, 1)
+	go func() { read <- f.WaitFresh(ctx, r.start) }()
+	// Registered while the ageable round is still under way.
+	waitCond(t, func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.mu.pending == 1 && f.mu.ownWanted })
+	close(release)
+	recv(t, ran)
+	if got, want := f.AsOf(), r.start.Add(-5*time.Second); !got.Equal(want) {
+		t.Fatalf("AsOf = %v, want %v", got, want)
+	}
+	select {
+	case err := <-read:
+		t.Fatalf("a bounded read needing the round's start was served by its aged proof (err %v)", err)
+	default:
+	}
+	cancel()
+	if err := recv(t, read); err == nil {
+		t.Fatal("served with no own round")
+	}
+}
+
+// waitCond waits for cond, polling, up to a deadline.
+func waitCond(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
