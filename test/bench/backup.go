@@ -63,7 +63,7 @@ func backupScenario(p params) ([]Row, error) {
 				s := sources[(i+k)%len(sources)]
 				cpu := startCPU(map[string]int{"leader": leader.Proc.PID(), "source": s.pid})
 				start := time.Now()
-				cmd := harness.EtcdctlCmd(r, bins, []string{s.url}, "snapshot", "save", file)
+				cmd := harness.EtcdctlCmd(r, bins, []string{s.url}, "snapshot", "save", file, "--command-timeout", "10m")
 				if out, err := cmd.CombinedOutput(); err != nil {
 					r.Fatalf("%s: etcdctl snapshot save: %v\n%s", s.kind, err, out)
 				}
