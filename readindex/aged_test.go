@@ -47,7 +47,7 @@ func TestAgedBackgroundRoundServesNoStrongRead(t *testing.T) {
 	// The read of the race: it took round r's number before r began.
 	read := make(chan error, 1)
 	go func() { read <- f.waitRound(context.Background(), r.n) }()
-	waitCond(t, func() bool { return f.Waiting() == 1 })
+	waitUntil(t, func() bool { return f.Waiting() == 1 })
 	clock.Advance(40 * time.Millisecond)
 	send(t, c.done, nil)
 	recv(t, ran)
@@ -55,7 +55,7 @@ func TestAgedBackgroundRoundServesNoStrongRead(t *testing.T) {
 		t.Fatalf("AsOf = %v, want the round's start less the proof's age, %v", got, want)
 	}
 	// The read registers for the next round rather than read by this one.
-	waitCond(t, func() bool {
+	waitUntil(t, func() bool {
 		select {
 		case err := <-read:
 			t.Fatalf("a strong read was served by an aged round (err %v)", err)
@@ -110,7 +110,7 @@ func TestBoundedReadIsNotCoveredByAnAgeableRound(t *testing.T) {
 	read := make(chan error, 1)
 	go func() { read <- f.WaitFresh(ctx, r.start) }()
 	// Registered while the ageable round is still under way.
-	waitCond(t, func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.mu.pending == 1 && f.mu.ownWanted })
+	waitUntil(t, func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.mu.pending == 1 && f.mu.ownWanted })
 	close(release)
 	recv(t, ran)
 	if got, want := f.AsOf(), r.start.Add(-5*time.Second); !got.Equal(want) {
@@ -124,17 +124,5 @@ func TestBoundedReadIsNotCoveredByAnAgeableRound(t *testing.T) {
 	cancel()
 	if err := recv(t, read); err == nil {
 		t.Fatal("served with no own round")
-	}
-}
-
-// waitCond waits for cond, polling, up to a deadline.
-func waitCond(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
