@@ -84,8 +84,8 @@ func restore(lg *zap.Logger, snap, dir, name, token string) error {
 	return prepareBackend(lg, filepath.Join(dir, "member", "snap", "db"))
 }
 
-// prepareBackend refuses a source with auth enabled (see ErrAuth), and
-// makes every restored lease last as long as a lease can: the local member
+// prepareBackend turns the local store's auth off (the front checks every
+// call it serves with a copy of the source's auth: authz), and makes every restored lease last as long as a lease can: the local member
 // leads its own one-member cluster, and its lessor would otherwise expire
 // the source's leases by their TTLs, deleting their keys here, a local
 // revision the source never made. A lease's life is the source's, told by
@@ -94,14 +94,10 @@ func restore(lg *zap.Logger, snap, dir, name, token string) error {
 func prepareBackend(lg *zap.Logger, path string) error {
 	be := backend.NewDefaultBackend(lg, path)
 	defer be.Close()
-	ab := schema.NewAuthBackend(lg, be)
-	rtx := ab.ReadTx()
-	rtx.RLock()
-	enabled := rtx.UnsafeReadAuthEnabled()
-	rtx.RUnlock()
-	if enabled {
-		return ErrAuth
-	}
+	atx := schema.NewAuthBackend(lg, be).BatchTx()
+	atx.Lock()
+	atx.UnsafeSaveAuthEnabled(false)
+	atx.Unlock()
 	tx := be.BatchTx()
 	tx.LockOutsideApply()
 	for _, l := range schema.MustUnsafeGetAllLeases(tx) {

@@ -49,6 +49,11 @@ type Config struct {
 	// LeaseGCInterval is how often leases without keys here are checked
 	// against the upstream and revoked here once the source has none.
 	LeaseGCInterval time.Duration
+	// AuthRefreshInterval is how often the replica asks an upstream for
+	// the source's auth revision (a read that old at most), to copy its
+	// users and roles again when it moved: a permission change takes
+	// effect here within about twice that.
+	AuthRefreshInterval time.Duration
 	// WatchProgressNotifyInterval is how often the store's watches that
 	// ask for progress notifications get one (etcd's
 	// --watch-progress-notify-interval); 0 keeps etcd's default.
@@ -62,11 +67,12 @@ type Config struct {
 // DefaultConfig is a Config with the defaults of its durations.
 func DefaultConfig() Config {
 	return Config{
-		Name:               "cascade",
-		ProgressInterval:   250 * time.Millisecond,
-		SilenceTimeout:     time.Second,
-		CompactionInterval: 5 * time.Second,
-		LeaseGCInterval:    time.Minute,
+		Name:                "cascade",
+		ProgressInterval:    250 * time.Millisecond,
+		SilenceTimeout:      time.Second,
+		CompactionInterval:  5 * time.Second,
+		LeaseGCInterval:     time.Minute,
+		AuthRefreshInterval: time.Second,
 	}
 }
 
@@ -101,7 +107,7 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"ProgressInterval", c.ProgressInterval}, {"SilenceTimeout", c.SilenceTimeout}, {"CompactionInterval", c.CompactionInterval}, {"LeaseGCInterval", c.LeaseGCInterval}} {
+	}{{"ProgressInterval", c.ProgressInterval}, {"SilenceTimeout", c.SilenceTimeout}, {"CompactionInterval", c.CompactionInterval}, {"LeaseGCInterval", c.LeaseGCInterval}, {"AuthRefreshInterval", c.AuthRefreshInterval}} {
 		if d.v <= 0 {
 			add("cascade: %s %v: must be more than 0", d.name, d.v)
 		}

@@ -24,8 +24,17 @@ var (
 // ErrBehind once every upstream has compacted past the revision it needs.
 // Upstreams are followed in turn: when one is lost (its watch ends or it
 // is silent for SilenceTimeout), the watch resumes on the next at the next
-// revision. It is the local store's only writer.
+// revision. It is the local store's only writer. Beside it, it keeps the
+// copy of the source's auth confirmed while calls come (authz.run).
 func (s *Store) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.auth.run(ctx)
+	}()
+	defer func() { <-done }()
+	defer cancel()
 	a, err := newApplier(ctx, s.e.Server, s.cfg.BreakApplyKey, s.publish)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ type Metrics struct {
 	divergences    prometheus.Counter
 	agedRounds     prometheus.Counter
 	applySeconds   prometheus.Histogram
+	authCopies     prometheus.Counter
 	current        atomic.Pointer[Store]
 }
 
@@ -32,6 +33,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Source revisions after which the local store was found to differ from the source: the replica stopped serving and bootstrapped again."}),
 		agedRounds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "cascade", Name: "aged_rounds_total",
 			Help: "Background freshness rounds answered from an upstream's own last round (a bounded read within the background period, which costs the upstream and the leader no ReadIndex round): the store is then fresh as of that round's start."}),
+		authCopies: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "cascade", Name: "auth_copies_total",
+			Help: "Copies made of the source cluster's auth (users, roles, permissions): one at every bootstrap, and one whenever its auth revision moved."}),
 		applySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "understudy", Subsystem: "cascade", Name: "apply_seconds",
 			Help: "Time to apply (and check) one watch response of the upstream, one local transaction per source revision in it.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 	}
@@ -46,7 +49,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			return 0
 		}
 	}
-	reg.MustRegister(m.bootstraps, m.bootstrapBytes, m.switches, m.divergences, m.agedRounds, m.applySeconds,
+	reg.MustRegister(m.bootstraps, m.bootstrapBytes, m.switches, m.divergences, m.agedRounds, m.applySeconds, m.authCopies,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "cascade", Name: "revision",
 			Help: "The source revision the cascaded replica's store holds."}, store(func(s *Store) float64 { return float64(s.Revision()) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "cascade", Name: "lag_revisions",

@@ -28,9 +28,11 @@ type Store struct {
 	// instance names this replica in chains of upstreams (Chain).
 	instance string
 	// ups are the upstreams, one client each (the watch follows one);
-	// fwd is a client of all of them, for what the front forwards.
+	// fwd is a client of all of them, for rounds and the source's auth.
 	ups []upstream
 	fwd *clientv3.Client
+	// auth is the copy of the source's auth the front checks calls with.
+	auth *authz
 	// cluster is the source cluster's ID.
 	cluster uint64
 	// upChain is the chain of upstreams of the upstream followed last.
@@ -90,6 +92,9 @@ func Open(ctx context.Context, cfg Config, instance string) (*Store, error) {
 		return nil, err
 	}
 	s.cluster = cluster
+	if err := s.copyAuth(ctx); err != nil {
+		return nil, err
+	}
 	src, found := snapshotSource(s.ups, ids)
 	if !found {
 		return nil, fmt.Errorf("cascade: no --upstream answered")
@@ -158,9 +163,6 @@ func (s *Store) SourceLeader() uint64 { return s.sourceLeader.Load() }
 // Server is the local member, which the front serves.
 func (s *Store) Server() *etcdserver.EtcdServer { return s.e.Server }
 
-// Forward is a client of every upstream, for what the front forwards.
-func (s *Store) Forward() *clientv3.Client { return s.fwd }
-
 // Cluster is the source cluster's ID.
 func (s *Store) Cluster() uint64 { return s.cluster }
 
@@ -211,6 +213,9 @@ func (s *Store) Close() {
 		}
 		if s.fwd != nil {
 			_ = s.fwd.Close()
+		}
+		if s.auth != nil {
+			s.auth.view.Load().close()
 		}
 		s.m.current.CompareAndSwap(s, nil)
 	})

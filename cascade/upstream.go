@@ -26,10 +26,10 @@ var (
 	// ErrBehind means no upstream still has the revisions the replica
 	// needs (compacted past them): it bootstraps again.
 	ErrBehind = errors.New("cascade: the upstream compacted past the revision this replica needs")
-	// ErrAuth refuses a source cluster with auth enabled: a cascaded
-	// replica could not check its tokens (the users, roles and passwords
-	// after the snapshot reach it by no watch).
-	ErrAuth = errors.New("cascade: the source cluster has auth enabled; a cascaded replica copies only clusters without auth (it could not check the cluster's tokens and permissions as they change): use a learner replica (--join) there")
+	// ErrAuth refuses a source cluster with auth enabled to a replica
+	// without a user of the root role: it copies the whole keyspace (a
+	// snapshot, a watch of every key) and the users and roles.
+	ErrAuth = errors.New("cascade: the source cluster has auth enabled: a cascaded replica needs --user (and --password) of a user with the root role, to copy its snapshot, every key's changes and its users and roles")
 )
 
 // upstream is one --upstream URL and its client.

@@ -7,6 +7,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/etcdserver/txn"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
@@ -35,6 +36,11 @@ type Cascade struct {
 	Progress func() (applied, source int64)
 	// Chain names the replica and its upstreams (wire.UpstreamChainKey).
 	Chain func() []string
+	// Permit checks a call served from the store against the source's
+	// auth; Issued records a token the source issued through the front
+	// (cascade.Store's).
+	Permit Permit
+	Issued func(token, user string)
 }
 
 // forwardedKV is a cascaded replica's KV: reads from the local store (the
@@ -43,9 +49,10 @@ type Cascade struct {
 // learner replica's forwarded writes are).
 type forwardedKV struct {
 	pb.UnsafeKVServer
-	local pb.KVServer
-	up    pb.KVClient
-	wait  func(ctx context.Context, rev int64) error
+	permit Permit
+	local  pb.KVServer
+	up     pb.KVClient
+	wait   func(ctx context.Context, rev int64) error
 	// compact compacts the local store at rev, once it holds rev.
 	compact func(ctx context.Context, rev int64) error
 }
@@ -53,10 +60,16 @@ type forwardedKV struct {
 var _ pb.KVServer = (*forwardedKV)(nil)
 
 func (k *forwardedKV) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+	if err := k.permit.rangeOK(ctx, r.Key, r.RangeEnd); err != nil {
+		return nil, err
+	}
 	return k.local.Range(ctx, r)
 }
 
 func (k *forwardedKV) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) error {
+	if err := k.permit.rangeOK(rs.Context(), r.Key, r.RangeEnd); err != nil {
+		return err
+	}
 	return k.local.RangeStream(r, rs)
 }
 
@@ -70,9 +83,15 @@ func (k *forwardedKV) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest)
 	return resp, k.applied(ctx, resp.GetHeader(), err)
 }
 
-// Txn is reached with a write transaction only: kvServer serves read-only
-// ones from the local store.
+// Txn serves a read-only transaction from the local store (kvServer has
+// made it fresh enough for its read mode) and forwards the others.
 func (k *forwardedKV) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	if txn.IsTxnReadonly(r) {
+		if err := k.permit.txnOK(ctx, r); err != nil {
+			return nil, err
+		}
+		return k.local.Txn(ctx, r)
+	}
 	resp, err := k.up.Txn(forwardMD(ctx), r)
 	return resp, k.applied(ctx, resp.GetHeader(), err)
 }
@@ -120,17 +139,50 @@ func forwardMD(ctx context.Context) context.Context {
 // replica is no voter and names the source's leader.
 type cascadeMaintenance struct {
 	pb.MaintenanceServer
+	permit Permit
 	up     pb.MaintenanceClient
 	leader func() uint64
 }
 
 func (m *cascadeMaintenance) Status(ctx context.Context, r *pb.StatusRequest) (*pb.StatusResponse, error) {
+	if err := m.permit.userOK(ctx); err != nil {
+		return nil, err
+	}
 	resp, err := m.MaintenanceServer.Status(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	resp.IsLearner, resp.Leader = true, m.leader()
 	return resp, nil
+}
+
+// Snapshot, Hash, HashKV and Defragment are an admin's, as on a member.
+func (m *cascadeMaintenance) Snapshot(r *pb.SnapshotRequest, srv pb.Maintenance_SnapshotServer) error {
+	if err := m.permit.adminOK(srv.Context()); err != nil {
+		return err
+	}
+	return m.MaintenanceServer.Snapshot(r, srv)
+}
+
+func (m *cascadeMaintenance) Hash(ctx context.Context, r *pb.HashRequest) (*pb.HashResponse, error) {
+	if err := m.permit.adminOK(ctx); err != nil {
+		return nil, err
+	}
+	return m.MaintenanceServer.Hash(ctx, r)
+}
+
+func (m *cascadeMaintenance) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
+	if err := m.permit.adminOK(ctx); err != nil {
+		return nil, err
+	}
+	return m.MaintenanceServer.HashKV(ctx, r)
+}
+
+func (m *cascadeMaintenance) Defragment(ctx context.Context, r *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
+	if err := m.permit.adminOK(ctx); err != nil {
+		return nil, err
+	}
+	return m.MaintenanceServer.Defragment(ctx, r)
 }
 
 func (m *cascadeMaintenance) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {

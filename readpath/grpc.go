@@ -72,17 +72,19 @@ func (f *Front) newGRPC(cfg Config, lw *leaderWatch) {
 		answer = &answerHeader{always: cfg.AnswerHeaders == wire.HeadersAlways, age: f.fresh.Age, hasLeader: lw.hasLeader, rev: func() int64 { return s.KV().Rev() }}
 	}
 	kv := &kvServer{etcd: v3rpc.NewQuotaKVServer(s), clock: cfg.Clock, fresh: f.fresh, maxStaleness: cfg.MaxStaleness, reqTimeout: s.Cfg.ReqTimeout(), m: m, answer: answer}
-	pb.RegisterWatchServer(f.grpc, &watchServer{WatchServer: v3rpc.NewWatchServer(s), m: m, answer: answer})
+	ws := &watchServer{WatchServer: v3rpc.NewWatchServer(s), m: m, answer: answer}
+	pb.RegisterWatchServer(f.grpc, ws)
 	healthpb.RegisterHealthServer(f.grpc, health.NewServer())
 	f.v3c = v3client.New(s)
 	if cfg.Cascade != nil {
+		ws.permit, ws.rev = cfg.Cascade.Permit, func() int64 { return s.KV().Rev() }
 		f.registerCascade(cfg, kv)
 		return
 	}
 	pb.RegisterKVServer(f.grpc, kv)
 	pb.RegisterLeaseServer(f.grpc, v3rpc.NewQuotaLeaseServer(s))
 	pb.RegisterClusterServer(f.grpc, v3rpc.NewClusterServer(s))
-	pb.RegisterAuthServer(f.grpc, v3rpc.NewAuthServer(s))
+	pb.RegisterAuthServer(f.grpc, &authServer{AuthServer: v3rpc.NewAuthServer(s), kv: kv, srv: s})
 	pb.RegisterMaintenanceServer(f.grpc, newMaintenanceServer(s))
 	v3lockpb.RegisterLockServer(f.grpc, v3lock.NewLockServer(f.v3c))
 	v3electionpb.RegisterElectionServer(f.grpc, v3election.NewElectionServer(f.v3c))
@@ -93,7 +95,7 @@ func (f *Front) newGRPC(cfg Config, lw *leaderWatch) {
 // (etcd's grpc-proxy's forwarding services, on the upstream client).
 func (f *Front) registerCascade(cfg Config, kv *kvServer) {
 	c, s := cfg.Cascade, cfg.Server
-	kv.etcd = &forwardedKV{local: v3rpc.NewKVServer(s), up: pb.NewKVClient(c.Upstream.ActiveConnection()), wait: c.WaitRevision,
+	kv.etcd = &forwardedKV{permit: c.Permit, local: v3rpc.NewKVServer(s), up: pb.NewKVClient(c.Upstream.ActiveConnection()), wait: c.WaitRevision,
 		compact: func(ctx context.Context, rev int64) error {
 			if err := c.WaitRevision(ctx, rev); err != nil {
 				return err
@@ -109,8 +111,8 @@ func (f *Front) registerCascade(cfg Config, kv *kvServer) {
 	pb.RegisterLeaseServer(f.grpc, lease)
 	cluster, _ := grpcproxy.NewClusterProxy(cfg.Logger, c.Upstream, "", "")
 	pb.RegisterClusterServer(f.grpc, cluster)
-	pb.RegisterAuthServer(f.grpc, grpcproxy.NewAuthProxy(c.Upstream))
-	pb.RegisterMaintenanceServer(f.grpc, &cascadeMaintenance{MaintenanceServer: newMaintenanceServer(s), up: pb.NewMaintenanceClient(c.Upstream.ActiveConnection()), leader: c.Leader})
+	pb.RegisterAuthServer(f.grpc, &cascadeAuth{AuthServer: grpcproxy.NewAuthProxy(c.Upstream), up: pb.NewAuthClient(c.Upstream.ActiveConnection()), issued: c.Issued})
+	pb.RegisterMaintenanceServer(f.grpc, &cascadeMaintenance{MaintenanceServer: newMaintenanceServer(s), permit: c.Permit, up: pb.NewMaintenanceClient(c.Upstream.ActiveConnection()), leader: c.Leader})
 	v3lockpb.RegisterLockServer(f.grpc, grpcproxy.NewLockProxy(c.Upstream))
 	v3electionpb.RegisterElectionServer(f.grpc, grpcproxy.NewElectionProxy(c.Upstream))
 }

@@ -343,6 +343,9 @@ type watchServer struct {
 	pb.WatchServer
 	m      *Metrics
 	answer *answerHeader
+	// permit, for a cascaded replica, checks each watch (permittedWatch).
+	permit Permit
+	rev    func() int64
 }
 
 // Watch serves from the local store as it is: a weak read, whose header
@@ -352,6 +355,9 @@ func (w *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	defer w.m.watchers.Dec()
 	if ans := w.answer.begin(stream.Context(), modeWeak); ans.h != nil {
 		_ = stream.SendHeader(ans.header(0)) // fails only if the stream is gone
+	}
+	if w.permit != nil {
+		stream = &permittedWatch{Watch_WatchServer: stream, permit: w.permit, rev: w.rev}
 	}
 	return w.WatchServer.Watch(stream)
 }

@@ -10,8 +10,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/proxy/grpcproxy"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
 
 	"github.com/understudy-kv/understudy/backoff"
 	"github.com/understudy-kv/understudy/cascade"
@@ -77,10 +79,15 @@ func cascadedOnce(ctx context.Context, cfg config.Replica, opts Options, reg pro
 		return err
 	}
 	defer ls.closeUnserved()
+	fwd, err := dialForward(cfg, opts)
+	if err != nil {
+		return err
+	}
+	defer fwd.Close()
 	rc := frontConfig(lg, cfg, st.Server(), ls.tls, opts)
 	rc.Registerer = reg
-	rc.Cascade = &readpath.Cascade{Member: st.Member(), Contact: st.Contact(), Upstream: st.Forward(), Cluster: st.Cluster(),
-		Leader: st.SourceLeader, WaitRevision: st.WaitRevision, Chain: st.Chain,
+	rc.Cascade = &readpath.Cascade{Member: st.Member(), Contact: st.Contact(), Upstream: fwd, Cluster: st.Cluster(),
+		Leader: st.SourceLeader, WaitRevision: st.WaitRevision, Chain: st.Chain, Permit: st.Permit, Issued: st.Issued,
 		Progress: func() (int64, int64) { return st.Revision(), st.SourceRevision() }}
 	front, err := readpath.New(rc)
 	if err != nil {
@@ -135,6 +142,23 @@ func cascadeConfig(cfg config.Replica, opts Options, metrics *cascade.Metrics) c
 			Logger: opts.Logger.Named("upstream-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))})
 	}
 	return cc
+}
+
+// dialForward opens the client the front forwards with: the caller's own
+// token goes on to the upstream (grpc-proxy's interceptors), never the
+// replica's credentials, so the source checks what it allows the caller.
+func dialForward(cfg config.Replica, opts Options) (*clientv3.Client, error) {
+	t, err := clientTLS(cfg.ClientTLS, cfg.TLSVersions, cfg.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Upstream, TLS: t, DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(grpcproxy.AuthUnaryClientInterceptor), grpc.WithStreamInterceptor(grpcproxy.AuthStreamClientInterceptor)},
+		Logger:      opts.Logger.Named("forward-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))})
+	if err != nil {
+		return nil, fmt.Errorf("replica: a client of --upstream: %w", err)
+	}
+	return cli, nil
 }
 
 // reregisterer registers a collector in place of one registered under the

@@ -1,0 +1,320 @@
+package cascade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/auth"
+	"go.etcd.io/etcd/server/v3/storage/backend"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/understudy-kv/understudy/wire"
+)
+
+// A cascaded replica enforces the source's auth as the source does, with
+// etcd's own checks (auth.AuthStore's Is*Permitted, apply.CheckTxnAuth) on a
+// copy of the source's users and roles (authView). The local store runs
+// with auth off: only the Applier writes it, and the front checks every
+// call it serves from it. The copy is kept current by asking the upstream
+// for the source's auth revision every AuthRefreshInterval, as a bounded
+// read of that age (a learner replica upstream answers it from its own
+// rounds, at no cost to the leader), while calls come, and rebuilt
+// whenever it moved; a call waits for a confirmation when the last is
+// older than twice that. So a change of users, roles or permissions takes
+// effect here within about twice AuthRefreshInterval, and a replica nobody
+// calls asks nothing. Tokens are the source's: a client
+// authenticates through the replica (the upstream checks the password)
+// and the replica keeps the name its token stands for until the source's
+// auth changes, when the client authenticates again (etcd's clients do it
+// by themselves on ErrInvalidAuthToken). A token the replica did not see
+// issued is refused the same way.
+
+// authView is the source's auth state at one auth revision.
+type authView struct {
+	enabled bool
+	// rev is the source's auth revision.
+	rev uint64
+	// as holds the source's users and roles (nil with auth off).
+	as auth.AuthStore
+	be backend.Backend
+	// path is as's file.
+	path string
+}
+
+func (v *authView) close() {
+	if v == nil || v.as == nil {
+		return
+	}
+	v.as.Close()
+	_ = v.be.Close()
+	_ = os.Remove(v.path)
+}
+
+// maxTokens bounds the tokens a replica keeps: past it, every client
+// authenticates again.
+const maxTokens = 1 << 16
+
+// authz is the replica's copy of the source's auth and the tokens it saw
+// issued.
+type authz struct {
+	lg    *zap.Logger
+	dir   string
+	cli   *clientv3.Client
+	clock clockwork.Clock
+	// interval is AuthRefreshInterval: the copy is confirmed that often
+	// while calls come (demand), not at all while none do. A call checked
+	// with a copy of an auth-enabled source confirmed longer than fresh
+	// ago waits (at most maxWait) for the next confirmation.
+	interval, fresh, maxWait time.Duration
+	view                     atomic.Pointer[authView]
+	demand                   atomic.Bool
+	kick                     chan struct{}
+	// checked is when (Unix ns) an upstream last confirmed view's rev;
+	// confirmed is closed at the next confirmation.
+	checked   atomic.Int64
+	confirmed chan struct{}
+	builds    atomic.Uint64
+	copies    prometheus.Counter
+	mu        sync.Mutex
+	tokens    map[string]issued
+}
+
+// issued is a token's user, as of the source's auth revision rev.
+type issued struct {
+	user string
+	rev  uint64
+}
+
+// status asks an upstream for the source's auth revision, as a read no
+// older than interval (wire.MaxStalenessKey).
+func (a *authz) status(ctx context.Context) (*clientv3.AuthStatusResponse, error) {
+	// Upkeep, as member.aged's: no client's demand for rounds upstream.
+	ctx = metadata.AppendToOutgoingContext(background(ctx), wire.MaxStalenessKey, a.interval.String())
+	return a.cli.AuthStatus(ctx)
+}
+
+// sync reads the source's auth and puts a copy of it in use; it returns
+// the copy it replaced, which a check may still be reading.
+func (a *authz) sync(ctx context.Context, now time.Time) (*authView, error) {
+	s, err := a.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v, err := a.build(s)
+	if err != nil {
+		return nil, err
+	}
+	old := a.view.Swap(v)
+	a.mu.Lock()
+	for t, i := range a.tokens {
+		if i.rev != v.rev {
+			delete(a.tokens, t)
+		}
+	}
+	a.mu.Unlock()
+	a.confirm(now)
+	a.copies.Inc()
+	a.lg.Info("copied the source's auth", zap.Bool("enabled", s.enabled), zap.Uint64("auth-revision", s.rev),
+		zap.Int("users", len(s.users)), zap.Int("roles", len(s.roles)))
+	return old, nil
+}
+
+// refresh asks the upstream for the source's auth revision and copies its
+// auth again if it moved (returning the copy replaced, as sync).
+func (a *authz) refresh(ctx context.Context, now time.Time) (*authView, error) {
+	st, err := a.status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cascade: the source's auth status: %w", err)
+	}
+	if v := a.view.Load(); v != nil && v.enabled == st.Enabled && v.rev == st.AuthRevision {
+		a.confirm(now)
+		return nil, nil
+	}
+	return a.sync(ctx, now)
+}
+
+// confirm records the copy confirmed at now, and wakes the calls waiting
+// for it.
+func (a *authz) confirm(now time.Time) {
+	a.checked.Store(now.UnixNano())
+	a.mu.Lock()
+	close(a.confirmed)
+	a.confirmed = make(chan struct{})
+	a.mu.Unlock()
+}
+
+// waitConfirmed returns once the copy was confirmed within fresh, asking
+// the loop for a confirmation if it was not; Unavailable if none comes
+// within maxWait or ctx.
+func (a *authz) waitConfirmed(ctx context.Context) error {
+	for {
+		a.mu.Lock()
+		ch := a.confirmed // before the age: a confirmation after it closes ch
+		a.mu.Unlock()
+		age := a.clock.Since(time.Unix(0, a.checked.Load()))
+		if age <= a.fresh {
+			return nil
+		}
+		select {
+		case a.kick <- struct{}{}:
+		default:
+		}
+		t := a.clock.NewTimer(a.maxWait)
+		select {
+		case <-ch:
+			t.Stop()
+			continue
+		case <-ctx.Done():
+		case <-t.Chan():
+		}
+		t.Stop()
+		return status.Errorf(codes.Unavailable, "understudy: the source cluster's permissions were last confirmed %v ago and no upstream confirmed them since; this replica checks no call with them", age.Round(time.Millisecond))
+	}
+}
+
+// run refreshes the copy every interval while calls come, and whenever a
+// call waits for it, until ctx ends: a replica nobody calls asks its
+// upstream nothing. A replaced copy is closed a refresh later, when no
+// check can still be reading it.
+func (a *authz) run(ctx context.Context) {
+	var retired *authView
+	defer func() { retired.close() }()
+	t := a.clock.NewTicker(a.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+			if !a.demand.Swap(false) {
+				continue
+			}
+		case <-a.kick:
+		}
+		rctx, cancel := context.WithTimeout(ctx, a.interval+5*time.Second)
+		old, err := a.refresh(rctx, a.clock.Now())
+		cancel()
+		retired.close()
+		retired = old
+		if err != nil && ctx.Err() == nil {
+			a.lg.Warn("could not confirm the source's auth; keeping the copy", zap.Error(err))
+		}
+	}
+}
+
+// Issued records that token stands for user, issued as the source's auth
+// stands now (the front calls it after forwarding an Authenticate).
+func (a *authz) Issued(token, user string) {
+	v := a.view.Load()
+	if v == nil || !v.enabled || token == "" {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.tokens) >= maxTokens {
+		clear(a.tokens)
+	}
+	a.tokens[token] = issued{user: user, rev: v.rev}
+}
+
+// Permit runs check, one of etcd's auth checks, for ctx's caller on the
+// copy of the source's auth, confirmed within fresh (it waits for that);
+// with the source's auth off, it permits all.
+func (a *authz) Permit(ctx context.Context, check func(auth.AuthStore, *auth.AuthInfo) error) error {
+	a.demand.Store(true)
+	if v := a.view.Load(); v == nil || !v.enabled {
+		return nil
+	}
+	if err := a.waitConfirmed(ctx); err != nil {
+		return err
+	}
+	v := a.view.Load()
+	if !v.enabled {
+		return nil
+	}
+	ai, err := a.caller(ctx, v)
+	if err != nil {
+		return err
+	}
+	return check(v.as, ai)
+}
+
+// caller is who ctx's call is from: its token's user, else its client
+// certificate's common name (as etcd with --client-cert-auth), else
+// no one (etcd's checks then say ErrUserEmpty).
+func (a *authz) caller(ctx context.Context, v *authView) (*auth.AuthInfo, error) {
+	ts := metadata.ValueFromIncomingContext(ctx, rpctypes.TokenFieldNameGRPC)
+	if len(ts) == 0 {
+		ts = metadata.ValueFromIncomingContext(ctx, rpctypes.TokenFieldNameSwagger) // the JSON gateway's
+	}
+	if len(ts) > 0 {
+		a.mu.Lock()
+		i, ok := a.tokens[ts[0]]
+		a.mu.Unlock()
+		if !ok || i.rev != v.rev {
+			return nil, auth.ErrInvalidAuthToken
+		}
+		return &auth.AuthInfo{Username: i.user, Revision: v.as.Revision()}, nil
+	}
+	if ai := v.as.AuthInfoFromTLS(ctx); ai != nil {
+		return ai, nil
+	}
+	return &auth.AuthInfo{}, nil
+}
+
+// copyAuth makes the store's first copy of the source's auth. A source
+// with auth on needs a replica user of the root role (ErrAuth).
+func (s *Store) copyAuth(ctx context.Context) error {
+	s.auth = newAuthz(s.lg, s.clock, s.cfg.Dir, s.fwd, s.cfg.AuthRefreshInterval, s.m.authCopies)
+	if err := os.MkdirAll(s.cfg.Dir, 0o700); err != nil {
+		return fmt.Errorf("cascade: %w", err)
+	}
+	old, _ := filepath.Glob(filepath.Join(s.cfg.Dir, "auth-*.db"))
+	for _, f := range old {
+		_ = os.Remove(f)
+	}
+	_, err := s.auth.sync(ctx, s.clock.Now())
+	if err != nil && isAuthError(err) {
+		return fmt.Errorf("%w: %v", ErrAuth, err)
+	}
+	return err
+}
+
+// isAuthError tells whether err is etcd's refusal of a user.
+func isAuthError(err error) bool {
+	for _, e := range []error{rpctypes.ErrUserEmpty, rpctypes.ErrPermissionDenied, rpctypes.ErrAuthFailed, rpctypes.ErrInvalidAuthToken, rpctypes.ErrUserNotFound} {
+		if errors.Is(rpctypes.Error(err), e) || errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+func newAuthz(lg *zap.Logger, clock clockwork.Clock, dir string, cli *clientv3.Client, interval time.Duration, copies prometheus.Counter) *authz {
+	return &authz{lg: lg, clock: clock, dir: dir, cli: cli, interval: interval, fresh: 2 * interval, maxWait: 5 * time.Second,
+		kick: make(chan struct{}, 1), confirmed: make(chan struct{}), copies: copies, tokens: map[string]issued{}}
+}
+
+// Issued records that token, which the source just issued through this
+// replica's front, stands for user.
+func (s *Store) Issued(token, user string) { s.auth.Issued(token, user) }
+
+// Permit runs check, one of etcd's auth checks, for ctx's caller as the
+// source's auth stands (its copy here); with the source's auth off, it
+// permits everything.
+func (s *Store) Permit(ctx context.Context, check func(auth.AuthStore, *auth.AuthInfo) error) error {
+	return s.auth.Permit(ctx, check)
+}

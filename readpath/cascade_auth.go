@@ -1,0 +1,152 @@
+package readpath
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/auth"
+	"go.etcd.io/etcd/server/v3/etcdserver"
+	"go.etcd.io/etcd/server/v3/etcdserver/apply"
+)
+
+// A cascaded replica's store runs with auth off: every call the front
+// serves from it is checked here, with etcd's own checks, against the
+// copy of the source's auth (Cascade.Permit), where etcd's servers would
+// check it (v3rpc's authMaintenanceServer and watch server, the
+// applier's range and txn checks). What is forwarded is the upstream's to
+// check, with the caller's own token.
+
+// Permit runs one of etcd's auth checks for a call's caller.
+type Permit func(ctx context.Context, check func(auth.AuthStore, *auth.AuthInfo) error) error
+
+// permitAll is Permit for a learner replica's front: its store checks.
+func permitAll(context.Context, func(auth.AuthStore, *auth.AuthInfo) error) error { return nil }
+
+func (p Permit) check(ctx context.Context, check func(auth.AuthStore, *auth.AuthInfo) error) error {
+	return authError(p(ctx, check))
+}
+
+func (p Permit) rangeOK(ctx context.Context, key, end []byte) error {
+	return p.check(ctx, func(as auth.AuthStore, ai *auth.AuthInfo) error { return as.IsRangePermitted(ai, key, end) })
+}
+
+func (p Permit) txnOK(ctx context.Context, r *pb.TxnRequest) error {
+	// A read-only txn puts nothing: the lessor (for puts' leases) is not
+	// reached.
+	return p.check(ctx, func(as auth.AuthStore, ai *auth.AuthInfo) error { return apply.CheckTxnAuth(as, ai, nil, r) })
+}
+
+func (p Permit) adminOK(ctx context.Context) error {
+	return p.check(ctx, func(as auth.AuthStore, ai *auth.AuthInfo) error { return as.IsAdminPermitted(ai) })
+}
+
+// userOK is etcd's requireAuthInfo: any authenticated caller.
+func (p Permit) userOK(ctx context.Context) error {
+	return p.check(ctx, func(_ auth.AuthStore, ai *auth.AuthInfo) error {
+		if ai.Username == "" {
+			return auth.ErrUserEmpty
+		}
+		return nil
+	})
+}
+
+// permittedWatch refuses a watch its caller may not read, as etcd's watch
+// server does (a created-and-canceled response naming the reason), before
+// the store's watch server sees it. Sends are serialised: the refusal is
+// sent from the receiving goroutine.
+type permittedWatch struct {
+	pb.Watch_WatchServer
+	permit Permit
+	rev    func() int64
+	mu     sync.Mutex
+}
+
+func (w *permittedWatch) Recv() (*pb.WatchRequest, error) {
+	for {
+		req, err := w.Watch_WatchServer.Recv()
+		if err != nil {
+			return nil, err
+		}
+		cr := req.GetCreateRequest()
+		if cr == nil {
+			return req, nil
+		}
+		err = w.permit.rangeOK(w.Context(), cr.Key, cr.RangeEnd)
+		if err == nil {
+			return req, nil
+		}
+		resp := &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: w.rev()}, WatchId: clientv3.InvalidWatchID,
+			Created: true, Canceled: true, CancelReason: watchCancelReason(err)}
+		if err := w.Send(resp); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (w *permittedWatch) Send(resp *pb.WatchResponse) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.Watch_WatchServer.Send(resp)
+}
+
+// watchCancelReason is etcd's: its auth errors by name, anything else a
+// permission denied.
+func watchCancelReason(err error) string {
+	for _, e := range []error{rpctypes.ErrGRPCInvalidAuthToken, rpctypes.ErrGRPCAuthOldRevision, rpctypes.ErrGRPCUserEmpty} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return rpctypes.ErrGRPCPermissionDenied.Error()
+}
+
+// cascadeAuth is the Auth service of a cascaded replica: the upstream's
+// (grpc-proxy's), and the tokens the source issues through it recorded
+// for the local checks (Cascade.Issued). AuthStatus carries the caller's
+// read bound on (a cascaded replica below asks with one).
+type cascadeAuth struct {
+	pb.AuthServer
+	up     pb.AuthClient
+	issued func(token, user string)
+}
+
+func (a *cascadeAuth) Authenticate(ctx context.Context, r *pb.AuthenticateRequest) (*pb.AuthenticateResponse, error) {
+	resp, err := a.up.Authenticate(forwardMD(ctx), r)
+	if err == nil {
+		a.issued(resp.Token, r.Name)
+	}
+	return resp, err
+}
+
+func (a *cascadeAuth) AuthStatus(ctx context.Context, r *pb.AuthStatusRequest) (*pb.AuthStatusResponse, error) {
+	return a.up.AuthStatus(forwardMD(ctx), r)
+}
+
+// authServer is a learner replica's Auth service: etcd's, but AuthStatus
+// is answered by the replica in the read mode the caller asks (strong by
+// default; bounded with wire.MaxStalenessKey, as a cascaded replica below
+// asks every period), where etcd proposes it through raft, an entry for
+// the leader and every member.
+type authServer struct {
+	pb.AuthServer
+	kv  *kvServer
+	srv *etcdserver.EtcdServer
+}
+
+func (a *authServer) AuthStatus(ctx context.Context, _ *pb.AuthStatusRequest) (*pb.AuthStatusResponse, error) {
+	bound, err := stalenessBound(ctx, 0)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	_, err = a.kv.readMode(ctx, bound > 0)
+	if err != nil {
+		return nil, err
+	}
+	as := a.srv.AuthStore()
+	return &pb.AuthStatusResponse{Header: &pb.ResponseHeader{ClusterId: uint64(a.srv.Cluster().ID()), MemberId: uint64(a.srv.MemberID()),
+		Revision: a.srv.KV().Rev(), RaftTerm: a.srv.Term()}, Enabled: as.IsAuthEnabled(), AuthRevision: as.Revision()}, nil
+}

@@ -1,0 +1,180 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/understudy-kv/understudy/test/harness"
+)
+
+// A cascaded replica of a cluster with auth on, and one fed by it,
+// enforce the source's auth as a voter does: a reader reads what its role permits and nothing else
+// (ranges, read-only txns, watches, admin calls), its writes are the
+// source's to refuse, an anonymous caller is refused; and a change of
+// permissions or a deleted user takes effect on it within the stated
+// bound (about 2 s: the replica asks every second), while a
+// client that keeps its connection goes on working through a change. A
+// cascaded replica without a root user is refused with a clear error.
+func TestCascadedReplicaEnforcesAuth(t *testing.T) {
+	beside(t)
+	bins := harness.Binaries(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
+	r := startReplica(t, bins, c, "r1", replicaOpts{})
+	v := c.Endpoints()
+	for _, args := range authSetup {
+		harness.MustEtcdctl(t, bins, v, args...)
+	}
+
+	t.Run("no-root-user", func(t *testing.T) {
+		bad := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "c-anon", Upstream: []string{r.ClientURL}, NoWait: true,
+			Extra: []string{"--join-timeout", "20s", "--user", "alice:alicepw"}})
+		mustContain(t, exitsWithin(t, bad, 30*time.Second), "auth enabled", "--user", "root role")
+	})
+
+	cc := cascaded(t, c, "c1", []string{r.ClientURL}, "--user", "root:rootpw")
+	as := func(args ...string) (string, error) {
+		return harness.Etcdctl(t, bins, []string{cc.ClientURL}, append([]string{"--user", "alice:alicepw"}, args...)...)
+	}
+	// A reader fed by the cascaded replica (depth 2) enforces it too.
+	deep := cascaded(t, c, "c2", []string{cc.ClientURL}, "--user", "root:rootpw")
+	if out, err := harness.Etcdctl(t, bins, []string{deep.ClientURL}, "--user", "alice:alicepw", "get", "pub/a", "--print-value-only"); err != nil || out != "1\n" {
+		t.Errorf("alice's permitted read at depth 2: %q %v", out, err)
+	}
+	if _, err := harness.Etcdctl(t, bins, []string{deep.ClientURL}, "--user", "alice:alicepw", "get", "secret/a"); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("alice's read of secret/a at depth 2: %v, want permission denied", err)
+	}
+	denied := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "permission denied") {
+			t.Errorf("alice's %s on the cascaded replica: %v, want permission denied", what, err)
+		}
+	}
+	for _, consistency := range []string{"l", "s"} {
+		if out, err := as("get", "pub/a", "--print-value-only", "--consistency="+consistency); err != nil || out != "1\n" {
+			t.Errorf("alice's permitted read (consistency %s): %q %v", consistency, out, err)
+		}
+		_, err := as("get", "secret/a", "--consistency="+consistency)
+		denied("read of secret/a (consistency "+consistency+")", err)
+	}
+	_, err := as("put", "pub/a", "x")
+	denied("put", err)
+	_, err = as("snapshot", "save", t.TempDir()+"/snap.db")
+	denied("snapshot", err)
+	if _, err := as("endpoint", "status"); err != nil {
+		t.Errorf("alice's endpoint status: %v", err)
+	}
+	if _, err := harness.Etcdctl(t, bins, []string{cc.ClientURL}, "get", "pub/a"); err == nil || !strings.Contains(err.Error(), "user name is empty") {
+		t.Errorf("anonymous read on the cascaded replica: %v, want user name is empty", err)
+	}
+
+	alice := authClient(t, cc.ClientURL, "alice", "alicepw")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := alice.Txn(ctx).Then(clientv3.OpGet("pub/a"), clientv3.OpGet("secret/a")).Commit(); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Errorf("alice's read-only txn over secret/a: %v, want permission denied", err)
+	}
+	if resp, err := alice.Txn(ctx).Then(clientv3.OpGet("pub/a")).Commit(); err != nil || string(resp.Responses[0].GetResponseRange().Kvs[0].Value) != "1" {
+		t.Errorf("alice's read-only txn over pub/a: %v %v", resp, err)
+	}
+	wresp := <-alice.Watch(ctx, "secret/", clientv3.WithPrefix())
+	if !wresp.Canceled || !strings.Contains(wresp.Err().Error(), "permission denied") {
+		t.Errorf("alice's watch on secret/: %+v, want canceled, permission denied", wresp)
+	}
+	pub := alice.Watch(ctx, "pub/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	if w := <-pub; !w.Created || w.Canceled {
+		t.Fatalf("alice's watch on pub/: %+v", w)
+	}
+	harness.MustEtcdctl(t, bins, v, "--user", "root:rootpw", "put", "pub/b", "2")
+	if w := <-pub; len(w.Events) != 1 || string(w.Events[0].Kv.Key) != "pub/b" {
+		t.Errorf("alice's watch on pub/: %+v, want the put of pub/b", w)
+	}
+
+	// A permission granted on the voters takes effect on the cascaded
+	// replica within the bound, for a client that stays connected too
+	// (its token is refused once, and it authenticates again).
+	changed := time.Now()
+	harness.MustEtcdctl(t, bins, v, "--user", "root:rootpw", "role", "grant-permission", "reader", "read", "secret/", "--prefix")
+	harness.WaitFor(t, 10*time.Second, "alice reads secret/a through the cascaded replica", func() (bool, error) {
+		_, err := alice.Get(ctx, "secret/a")
+		return err == nil, err
+	})
+	t.Logf("a granted permission took effect on the cascaded replica in %v", time.Since(changed).Round(time.Millisecond))
+
+	// A revoked one too, for serializable reads and watches.
+	changed = time.Now()
+	harness.MustEtcdctl(t, bins, v, "--user", "root:rootpw", "role", "revoke-permission", "reader", "secret/", "--prefix")
+	harness.WaitFor(t, 10*time.Second, "alice's serializable read of secret/a is denied", func() (bool, error) {
+		_, err := alice.Get(ctx, "secret/a", clientv3.WithSerializable())
+		return errors.Is(err, rpctypes.ErrPermissionDenied), err
+	})
+	t.Logf("a revoked permission took effect on the cascaded replica in %v", time.Since(changed).Round(time.Millisecond))
+	if w := <-alice.Watch(ctx, "secret/", clientv3.WithPrefix()); !w.Canceled {
+		t.Errorf("alice's watch on secret/ after the revoke: %+v, want canceled", w)
+	}
+
+	// A deleted user is refused: her token is no longer honoured, and
+	// authenticating again fails upstream.
+	harness.MustEtcdctl(t, bins, v, "--user", "root:rootpw", "user", "delete", "alice")
+	harness.WaitFor(t, 10*time.Second, "the deleted alice is refused", func() (bool, error) {
+		_, err := alice.Get(ctx, "pub/a", clientv3.WithSerializable())
+		return err != nil, nil
+	})
+	if _, err := as("get", "pub/a", "--consistency=s"); err == nil {
+		t.Errorf("a deleted user read through the cascaded replica")
+	}
+}
+
+// A learner replica answers AuthStatus itself, in the read mode asked
+// (strong by default, bounded with understudy-max-staleness): the
+// cascaded replicas below it ask every period, and the leader pays no
+// raft entry for it.
+func TestReplicaAnswersAuthStatus(t *testing.T) {
+	beside(t)
+	bins := harness.Binaries(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
+	r := startReplica(t, bins, c, "r1", replicaOpts{})
+	rep := client(t, r.ClientURL)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before, err := rep.AuthStatus(ctx)
+	if err != nil || before.Enabled {
+		t.Fatalf("auth status before: %+v %v", before, err)
+	}
+	for _, args := range authSetup {
+		harness.MustEtcdctl(t, bins, c.Endpoints(), args...)
+	}
+	after, err := rep.AuthStatus(ctx)
+	if err != nil || !after.Enabled || after.AuthRevision <= before.AuthRevision {
+		t.Fatalf("a strong auth status right after auth enable: %+v %v (before: revision %d)", after, err, before.AuthRevision)
+	}
+	voter, err := client(t, c.Endpoints()[0]).AuthStatus(ctx)
+	if err != nil || voter.AuthRevision != after.AuthRevision {
+		t.Errorf("the voter's auth revision %v (%v), the replica's %d", voter, err, after.AuthRevision)
+	}
+	// 20 calls, strong and bounded, commit no raft entry (etcd's own
+	// AuthStatus proposes one each).
+	committed := func() float64 {
+		return harness.MustScrape(t, c.Endpoints()[0]+"/metrics").Sum("etcd_server_proposals_committed_total")
+	}
+	c0 := committed()
+	bctx := metadata.AppendToOutgoingContext(ctx, "understudy-max-staleness", "1s")
+	for i := range 20 {
+		cx := ctx
+		if i%2 == 1 {
+			cx = bctx
+		}
+		if b, err := rep.AuthStatus(cx); err != nil || b.AuthRevision != after.AuthRevision {
+			t.Fatalf("auth status %d: %+v %v", i, b, err)
+		}
+	}
+	if d := committed() - c0; d >= 20 {
+		t.Errorf("20 auth status calls on the replica committed %v raft entries", d)
+	}
+}
