@@ -64,8 +64,14 @@ func (v *authView) close() {
 }
 
 // maxTokens bounds the tokens a replica keeps: past it, every client
-// authenticates again.
-const maxTokens = 1 << 16
+// authenticates again. A token unused for tokenTTL is forgotten (etcd's
+// --auth-token-ttl default for simple tokens). A replaced copy is closed
+// closeGrace after it was replaced: no check reads one that long.
+const (
+	maxTokens  = 1 << 16
+	tokenTTL   = 5 * time.Minute
+	closeGrace = 10 * time.Second
+)
 
 // authz is the replica's copy of the source's auth and the tokens it saw
 // issued.
@@ -92,10 +98,12 @@ type authz struct {
 	tokens    map[string]issued
 }
 
-// issued is a token's user, as of the source's auth revision rev.
+// issued is a token's user, as of the source's auth revision rev, and
+// when (Unix ns) it was last used here.
 type issued struct {
 	user string
 	rev  uint64
+	used int64
 }
 
 // status asks an upstream for the source's auth revision, as a read no
@@ -160,6 +168,7 @@ func (a *authz) confirm(now time.Time) {
 // the loop for a confirmation if it was not; Unavailable if none comes
 // within maxWait or ctx.
 func (a *authz) waitConfirmed(ctx context.Context) error {
+	var t clockwork.Timer
 	for {
 		a.mu.Lock()
 		ch := a.confirmed // before the age: a confirmation after it closes ch
@@ -172,15 +181,17 @@ func (a *authz) waitConfirmed(ctx context.Context) error {
 		case a.kick <- struct{}{}:
 		default:
 		}
-		t := a.clock.NewTimer(a.maxWait)
+		if t == nil {
+			t = a.clock.NewTimer(a.maxWait) // once: maxWait in all
+			defer t.Stop()
+		}
 		select {
 		case <-ch:
-			t.Stop()
 			continue
 		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
 		case <-t.Chan():
 		}
-		t.Stop()
 		return status.Errorf(codes.Unavailable, "understudy: the source cluster's permissions were last confirmed %v ago and no upstream confirmed them since; this replica checks no call with them", age.Round(time.Millisecond))
 	}
 }
@@ -190,8 +201,16 @@ func (a *authz) waitConfirmed(ctx context.Context) error {
 // upstream nothing. A replaced copy is closed a refresh later, when no
 // check can still be reading it.
 func (a *authz) run(ctx context.Context) {
-	var retired *authView
-	defer func() { retired.close() }()
+	type retiredView struct {
+		v  *authView
+		at time.Time
+	}
+	var retired []retiredView
+	defer func() {
+		for _, r := range retired {
+			a.clock.AfterFunc(closeGrace, r.v.close)
+		}
+	}()
 	t := a.clock.NewTicker(a.interval)
 	defer t.Stop()
 	for {
@@ -207,27 +226,36 @@ func (a *authz) run(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, a.interval+5*time.Second)
 		old, err := a.refresh(rctx, a.clock.Now())
 		cancel()
-		retired.close()
-		retired = old
+		for len(retired) > 0 && a.clock.Since(retired[0].at) >= closeGrace {
+			retired[0].v.close()
+			retired = retired[1:]
+		}
+		if old != nil {
+			retired = append(retired, retiredView{old, a.clock.Now()})
+		}
 		if err != nil && ctx.Err() == nil {
 			a.lg.Warn("could not confirm the source's auth; keeping the copy", zap.Error(err))
 		}
 	}
 }
 
-// Issued records that token stands for user, issued as the source's auth
-// stands now (the front calls it after forwarding an Authenticate).
-func (a *authz) Issued(token, user string) {
+// IssueAt is called before an Authenticate is forwarded; the function it
+// returns records that the token the source then issued stands for user.
+func (a *authz) IssueAt() func(token, user string) {
 	v := a.view.Load()
-	if v == nil || !v.enabled || token == "" {
-		return
+	return func(token, user string) {
+		if v == nil || !v.enabled || token == "" {
+			return
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if len(a.tokens) >= maxTokens {
+			clear(a.tokens)
+		}
+		// As of the copy before the Authenticate: if the source's auth
+		// moved meanwhile (a password changed), the token is refused.
+		a.tokens[token] = issued{user: user, rev: v.rev, used: a.clock.Now().UnixNano()}
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.tokens) >= maxTokens {
-		clear(a.tokens)
-	}
-	a.tokens[token] = issued{user: user, rev: v.rev}
 }
 
 // Permit runs check, one of etcd's auth checks, for ctx's caller on the
@@ -261,8 +289,16 @@ func (a *authz) caller(ctx context.Context, v *authView) (*auth.AuthInfo, error)
 		ts = metadata.ValueFromIncomingContext(ctx, rpctypes.TokenFieldNameSwagger) // the JSON gateway's
 	}
 	if len(ts) > 0 {
+		now := a.clock.Now().UnixNano()
 		a.mu.Lock()
 		i, ok := a.tokens[ts[0]]
+		if ok && now-i.used > int64(tokenTTL) {
+			delete(a.tokens, ts[0])
+			ok = false
+		} else if ok {
+			i.used = now
+			a.tokens[ts[0]] = i
+		}
 		a.mu.Unlock()
 		if !ok || i.rev != v.rev {
 			return nil, auth.ErrInvalidAuthToken
@@ -308,9 +344,9 @@ func newAuthz(lg *zap.Logger, clock clockwork.Clock, dir string, cli *clientv3.C
 		kick: make(chan struct{}, 1), confirmed: make(chan struct{}), copies: copies, tokens: map[string]issued{}}
 }
 
-// Issued records that token, which the source just issued through this
-// replica's front, stands for user.
-func (s *Store) Issued(token, user string) { s.auth.Issued(token, user) }
+// IssueAt is called before the front forwards an Authenticate; the
+// function it returns records the token the source issued (authz.IssueAt).
+func (s *Store) IssueAt() func(token, user string) { return s.auth.IssueAt() }
 
 // Permit runs check, one of etcd's auth checks, for ctx's caller as the
 // source's auth stands (its copy here); with the source's auth off, it

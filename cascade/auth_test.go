@@ -45,8 +45,8 @@ func rangeCheck(key string) func(auth.AuthStore, *auth.AuthInfo) error {
 func TestAuthzChecksTheSourcesPermissions(t *testing.T) {
 	now := time.Now()
 	a := newTestAuthz(t, now)
-	a.Issued("t-alice", "alice")
-	a.Issued("t-root", "root")
+	a.IssueAt()("t-alice", "alice")
+	a.IssueAt()("t-root", "root")
 	for _, tc := range []struct {
 		ctx  context.Context
 		key  string
@@ -73,7 +73,7 @@ func TestAuthzChecksTheSourcesPermissions(t *testing.T) {
 func TestAuthzWaitsForAConfirmation(t *testing.T) {
 	now := time.Now()
 	a := newTestAuthz(t, now)
-	a.Issued("t-root", "root")
+	a.IssueAt()("t-root", "root")
 	clock := a.clock.(*clockwork.FakeClock)
 	clock.Advance(1500 * time.Millisecond)
 	if err := a.Permit(withToken("t-root"), rangeCheck("pub/a")); err != nil {
@@ -82,19 +82,28 @@ func TestAuthzWaitsForAConfirmation(t *testing.T) {
 	clock.Advance(time.Second)
 	ctx, cancel := context.WithCancel(withToken("t-root"))
 	cancel()
-	if err := a.Permit(ctx, rangeCheck("pub/a")); status.Code(err) != codes.Unavailable {
-		t.Fatalf("a copy confirmed 2.5 s ago, nothing confirming it: %v, want Unavailable", err)
+	if err := a.Permit(ctx, rangeCheck("pub/a")); status.Code(err) != codes.Canceled {
+		t.Fatalf("a copy confirmed 2.5 s ago, the call canceled: %v, want Canceled", err)
 	}
 	select {
 	case <-a.kick:
 	default:
 		t.Fatal("the waiting call did not ask the loop for a confirmation")
 	}
-	done := make(chan error, 1)
-	go func() { done <- a.Permit(withToken("t-root"), rangeCheck("pub/a")) }()
-	// The call waits on its timer (maxWait) until the confirmation.
+	// The call waits on its timer (maxWait): no confirmation within it,
+	// Unavailable.
 	bctx, bcancel := context.WithTimeout(context.Background(), time.Minute)
 	defer bcancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Permit(withToken("t-root"), rangeCheck("pub/a")) }()
+	if err := clock.BlockUntilContext(bctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(5 * time.Second)
+	if err := <-done; status.Code(err) != codes.Unavailable {
+		t.Fatalf("no confirmation within maxWait: %v, want Unavailable", err)
+	}
+	go func() { done <- a.Permit(withToken("t-root"), rangeCheck("pub/a")) }()
 	if err := clock.BlockUntilContext(bctx, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +122,57 @@ func TestAuthzAuthOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.view.Store(v)
-	a.Issued("t", "alice")
+	a.IssueAt()("t", "alice")
 	if err := a.Permit(context.Background(), rangeCheck("x")); err != nil || len(a.tokens) != 0 {
 		t.Fatalf("auth off: %v, tokens %v", err, a.tokens)
+	}
+}
+
+// A token is forgotten after tokenTTL unused, and one issued while the
+// source's auth changed is recorded as of the copy before: refused.
+func TestAuthzTokensExpireAndNeverOutliveAChange(t *testing.T) {
+	now := time.Now()
+	a := newTestAuthz(t, now)
+	clock := a.clock.(*clockwork.FakeClock)
+	a.IssueAt()("t-alice", "alice")
+	clock.Advance(tokenTTL + time.Second)
+	a.confirm(clock.Now())
+	if err := a.Permit(withToken("t-alice"), rangeCheck("pub/a")); !errors.Is(err, auth.ErrInvalidAuthToken) {
+		t.Fatalf("a token unused for longer than %v: %v, want invalid", tokenTTL, err)
+	}
+	record := a.IssueAt() // an Authenticate forwarded …
+	v, err := a.build(authState{enabled: true, rev: 8, users: map[string][]string{"root": {"root"}, "alice": nil}, roles: map[string][]*authpb.Permission{"root": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.close)
+	a.view.Store(v) // … while the source's auth changed (a password, say)
+	record("t-during", "alice")
+	if err := a.Permit(withToken("t-during"), rangeCheck("pub/a")); !errors.Is(err, auth.ErrInvalidAuthToken) {
+		t.Fatalf("a token issued across a change of the source's auth: %v, want invalid", err)
+	}
+}
+
+// The forwarding client puts the caller's token on the call (gRPC's, or
+// the JSON gateway's), and refuses an untokened call that would otherwise
+// run as its client certificate's user.
+func TestForwarderCarriesTheCallersToken(t *testing.T) {
+	f := forwarder{clientCert: true, authOn: func() bool { return true }}
+	gw := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "gw-token"))
+	if opts, err := f.creds(gw, "/etcdserverpb.Lease/LeaseGrant"); err != nil || len(opts) != 1 {
+		t.Fatalf("a gateway call: %v %v", opts, err)
+	}
+	if callerToken(gw) != "gw-token" {
+		t.Fatalf("the gateway's token: %q", callerToken(gw))
+	}
+	if _, err := f.creds(context.Background(), "/etcdserverpb.KV/Put"); !errors.Is(err, rpctypes.ErrGRPCUserEmpty) {
+		t.Fatalf("an untokened write with a client certificate: %v, want user name is empty", err)
+	}
+	if _, err := f.creds(context.Background(), "/etcdserverpb.Lease/LeaseKeepAlive"); err != nil {
+		t.Fatalf("an untokened keep-alive: %v", err)
+	}
+	f.clientCert = false
+	if _, err := f.creds(context.Background(), "/etcdserverpb.KV/Put"); err != nil {
+		t.Fatalf("an untokened write without a client certificate: %v", err)
 	}
 }

@@ -215,7 +215,8 @@ func (s *Store) Close() {
 			_ = s.fwd.Close()
 		}
 		if s.auth != nil {
-			s.auth.view.Load().close()
+			// The front's last checks may still be reading it.
+			s.clock.AfterFunc(closeGrace, s.auth.view.Load().close)
 		}
 		s.m.current.CompareAndSwap(s, nil)
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -216,6 +217,10 @@ func preflight(ctx context.Context, clock clockwork.Clock, cfg Config, cl Client
 	rctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	resp, err := cl.Primary.Put(rctx, key, "1")
 	cancel()
+	if errors.Is(err, rpctypes.ErrPermissionDenied) {
+		user, _ := cfg.Endpoints.UserPassword()
+		return fmt.Errorf("compare: put %s through the primary: %w (--user %q needs read and write on --prefix %s, and nothing more: `etcdctl role grant-permission ROLE readwrite %s --prefix`)", key, err, user, cfg.Prefix, cfg.Prefix)
+	}
 	if err != nil {
 		return fmt.Errorf("compare: put %s through the primary: %w", key, err)
 	}

@@ -37,10 +37,10 @@ type Cascade struct {
 	// Chain names the replica and its upstreams (wire.UpstreamChainKey).
 	Chain func() []string
 	// Permit checks a call served from the store against the source's
-	// auth; Issued records a token the source issued through the front
-	// (cascade.Store's).
-	Permit Permit
-	Issued func(token, user string)
+	// auth; IssueAt, called before an Authenticate is forwarded, returns
+	// what records the token the source issued (cascade.Store's).
+	Permit  Permit
+	IssueAt func() func(token, user string)
 }
 
 // forwardedKV is a cascaded replica's KV: reads from the local store (the

@@ -11,6 +11,8 @@ import (
 	"go.etcd.io/etcd/server/v3/auth"
 	"go.etcd.io/etcd/server/v3/etcdserver"
 	"go.etcd.io/etcd/server/v3/etcdserver/apply"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // A cascaded replica's store runs with auth off: every call the front
@@ -75,9 +77,19 @@ func (w *permittedWatch) Recv() (*pb.WatchRequest, error) {
 		if cr == nil {
 			return req, nil
 		}
-		err = w.permit.rangeOK(w.Context(), cr.Key, cr.RangeEnd)
+		key := cr.Key
+		if len(key) == 0 {
+			key = []byte{0} // as etcd's watch server, before its check
+		}
+		err = w.permit.rangeOK(w.Context(), key, cr.RangeEnd)
 		if err == nil {
 			return req, nil
+		}
+		if c := status.Code(err); c == codes.Unavailable || c == codes.Canceled || c == codes.DeadlineExceeded {
+			// The source's permissions could not be confirmed: not a
+			// refusal (clients give up a refused watch); the stream ends
+			// and the client opens it again.
+			return nil, err
 		}
 		resp := &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: w.rev()}, WatchId: clientv3.InvalidWatchID,
 			Created: true, Canceled: true, CancelReason: watchCancelReason(err)}
@@ -110,14 +122,15 @@ func watchCancelReason(err error) string {
 // read bound on (a cascaded replica below asks with one).
 type cascadeAuth struct {
 	pb.AuthServer
-	up     pb.AuthClient
-	issued func(token, user string)
+	up      pb.AuthClient
+	issueAt func() func(token, user string)
 }
 
 func (a *cascadeAuth) Authenticate(ctx context.Context, r *pb.AuthenticateRequest) (*pb.AuthenticateResponse, error) {
+	issued := a.issueAt()
 	resp, err := a.up.Authenticate(forwardMD(ctx), r)
 	if err == nil {
-		a.issued(resp.Token, r.Name)
+		issued(resp.Token, r.Name)
 	}
 	return resp, err
 }

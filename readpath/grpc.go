@@ -111,7 +111,7 @@ func (f *Front) registerCascade(cfg Config, kv *kvServer) {
 	pb.RegisterLeaseServer(f.grpc, lease)
 	cluster, _ := grpcproxy.NewClusterProxy(cfg.Logger, c.Upstream, "", "")
 	pb.RegisterClusterServer(f.grpc, cluster)
-	pb.RegisterAuthServer(f.grpc, &cascadeAuth{AuthServer: grpcproxy.NewAuthProxy(c.Upstream), up: pb.NewAuthClient(c.Upstream.ActiveConnection()), issued: c.Issued})
+	pb.RegisterAuthServer(f.grpc, &cascadeAuth{AuthServer: grpcproxy.NewAuthProxy(c.Upstream), up: pb.NewAuthClient(c.Upstream.ActiveConnection()), issueAt: c.IssueAt})
 	pb.RegisterMaintenanceServer(f.grpc, &cascadeMaintenance{MaintenanceServer: newMaintenanceServer(s), permit: c.Permit, up: pb.NewMaintenanceClient(c.Upstream.ActiveConnection()), leader: c.Leader})
 	v3lockpb.RegisterLockServer(f.grpc, grpcproxy.NewLockProxy(c.Upstream))
 	v3electionpb.RegisterElectionServer(f.grpc, grpcproxy.NewElectionProxy(c.Upstream))

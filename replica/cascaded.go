@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/proxy/grpcproxy"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -79,7 +78,7 @@ func cascadedOnce(ctx context.Context, cfg config.Replica, opts Options, reg pro
 		return err
 	}
 	defer ls.closeUnserved()
-	fwd, err := dialForward(cfg, opts)
+	fwd, err := dialForward(cfg, opts, st.ForwardDialOptions(cfg.ClientTLS.CertFile != ""))
 	if err != nil {
 		return err
 	}
@@ -87,7 +86,7 @@ func cascadedOnce(ctx context.Context, cfg config.Replica, opts Options, reg pro
 	rc := frontConfig(lg, cfg, st.Server(), ls.tls, opts)
 	rc.Registerer = reg
 	rc.Cascade = &readpath.Cascade{Member: st.Member(), Contact: st.Contact(), Upstream: fwd, Cluster: st.Cluster(),
-		Leader: st.SourceLeader, WaitRevision: st.WaitRevision, Chain: st.Chain, Permit: st.Permit, Issued: st.Issued,
+		Leader: st.SourceLeader, WaitRevision: st.WaitRevision, Chain: st.Chain, Permit: st.Permit, IssueAt: st.IssueAt,
 		Progress: func() (int64, int64) { return st.Revision(), st.SourceRevision() }}
 	front, err := readpath.New(rc)
 	if err != nil {
@@ -145,15 +144,15 @@ func cascadeConfig(cfg config.Replica, opts Options, metrics *cascade.Metrics) c
 }
 
 // dialForward opens the client the front forwards with: the caller's own
-// token goes on to the upstream (grpc-proxy's interceptors), never the
-// replica's credentials, so the source checks what it allows the caller.
-func dialForward(cfg config.Replica, opts Options) (*clientv3.Client, error) {
+// token goes on to the upstream (dial: cascade's interceptors), never the
+// replica's user, so the source checks what it allows the caller.
+func dialForward(cfg config.Replica, opts Options, dial []grpc.DialOption) (*clientv3.Client, error) {
 	t, err := clientTLS(cfg.ClientTLS, cfg.TLSVersions, cfg.Upstream)
 	if err != nil {
 		return nil, err
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Upstream, TLS: t, DialTimeout: 5 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(grpcproxy.AuthUnaryClientInterceptor), grpc.WithStreamInterceptor(grpcproxy.AuthStreamClientInterceptor)},
+		DialOptions: dial,
 		Logger:      opts.Logger.Named("forward-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))})
 	if err != nil {
 		return nil, fmt.Errorf("replica: a client of --upstream: %w", err)
