@@ -68,17 +68,7 @@ func TestCompareExistingEndpoints(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("compare against existing endpoints: exit %d:\n%s", code, log)
 	}
-	b, err := os.ReadFile(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatalf("no report: %v\n%s", err, log)
-	}
-	var r compare.Report
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("report.json: %v", err)
-	}
-	if len(r.Paths) != len(compare.Paths) {
-		t.Fatalf("%d paths in the report, want %d:\n%s", len(r.Paths), len(compare.Paths), b)
-	}
+	r := readReport(t, out, log)
 	for _, pr := range r.Paths {
 		if pr.Run.Reads == 0 {
 			t.Errorf("%s: no reads", pr.Path)
@@ -127,4 +117,22 @@ func countPrefix(t *testing.T, cli *clientv3.Client, prefix string) int64 {
 		t.Fatal(err)
 	}
 	return resp.Count
+}
+
+// readReport reads the report `replica compare --out out` wrote (log is
+// its output, for the failure), with every path in it.
+func readReport(t *testing.T, out, log string) compare.Report {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatalf("no report: %v\n%s", err, log)
+	}
+	var r compare.Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	if len(r.Paths) != len(compare.Paths) {
+		t.Fatalf("%d paths in the report, want %d:\n%s", len(r.Paths), len(compare.Paths), b)
+	}
+	return r
 }

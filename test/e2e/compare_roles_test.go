@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -69,14 +66,7 @@ func TestCompareWithItsMinimalRole(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("compare with its minimal role: exit %d:\n%s", code, log)
 	}
-	b, err := os.ReadFile(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatalf("no report: %v\n%s", err, log)
-	}
-	var r compare.Report
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("report.json: %v", err)
-	}
+	r := readReport(t, out, log)
 	for _, pr := range r.Paths {
 		if pr.Run.Reads == 0 || pr.Run.Errors > pr.Run.Reads/100 {
 			t.Errorf("%s with the minimal role: %d reads, %d errors", pr.Path, pr.Run.Reads, pr.Run.Errors)
