@@ -15,7 +15,7 @@ import (
 // upstream with --client-cert-auth) names a user on the source too: a call
 // without a token would run as it, so with the source's auth on such a call
 // is refused (ErrUserEmpty, as the source would refuse an anonymous one),
-// but for lease keep-alives, which etcd does not check.
+// but for the calls etcd does not check (unchecked).
 
 // ForwardDialOptions are the forwarding client's interceptors; clientCert
 // says whether it presents a client certificate.
@@ -32,8 +32,13 @@ type forwarder struct {
 	authOn     func() bool
 }
 
-// unchecked are the forwarded methods etcd runs without a user.
-var unchecked = map[string]bool{"/etcdserverpb.Lease/LeaseKeepAlive": true}
+// unchecked are the forwarded methods etcd runs without a user (an
+// Authenticate is how a caller gets its token).
+var unchecked = map[string]bool{
+	"/etcdserverpb.Lease/LeaseKeepAlive": true,
+	"/etcdserverpb.Auth/Authenticate":    true,
+	"/etcdserverpb.Auth/AuthStatus":      true,
+}
 
 func (f forwarder) creds(ctx context.Context, method string) ([]grpc.CallOption, error) {
 	if t := callerToken(ctx); t != "" {

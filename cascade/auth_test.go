@@ -168,8 +168,10 @@ func TestForwarderCarriesTheCallersToken(t *testing.T) {
 	if _, err := f.creds(context.Background(), "/etcdserverpb.KV/Put"); !errors.Is(err, rpctypes.ErrGRPCUserEmpty) {
 		t.Fatalf("an untokened write with a client certificate: %v, want user name is empty", err)
 	}
-	if _, err := f.creds(context.Background(), "/etcdserverpb.Lease/LeaseKeepAlive"); err != nil {
-		t.Fatalf("an untokened keep-alive: %v", err)
+	for _, m := range []string{"/etcdserverpb.Lease/LeaseKeepAlive", "/etcdserverpb.Auth/Authenticate"} {
+		if _, err := f.creds(context.Background(), m); err != nil {
+			t.Fatalf("an untokened %s: %v", m, err)
+		}
 	}
 	f.clientCert = false
 	if _, err := f.creds(context.Background(), "/etcdserverpb.KV/Put"); err != nil {

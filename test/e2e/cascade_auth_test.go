@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/understudy-kv/understudy/test/harness"
@@ -176,5 +178,51 @@ func TestReplicaAnswersAuthStatus(t *testing.T) {
 	}
 	if d := committed() - c0; d >= 20 {
 		t.Errorf("20 auth status calls on the replica committed %v raft entries", d)
+	}
+}
+
+// A cascaded replica of a TLS cluster with --client-cert-auth and auth on,
+// whose own certificate's CN is root: a caller without a token (its own
+// certificate names a user with no role) reads nothing and writes
+// nothing through it — a forwarded call never runs as the replica's
+// certificate — while root with a token writes through it.
+func TestCascadedReplicaNeverForwardsAsItsCertificate(t *testing.T) {
+	beside(t)
+	bins := harness.Binaries(t)
+	certs := harness.NewCerts(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{N: 1, TLS: certs})
+	r := startReplica(t, bins, c, "r1", replicaOpts{})
+	enableAuth(t, bins, c)
+	cc := cascaded(t, c, "c1", []string{r.ClientURL})
+	cert, key := certs.ClientCert(t, "nobody")
+	tc, err := transport.TLSInfo{CertFile: cert, KeyFile: key, TrustedCAFile: certs.CA}.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody, err := clientv3.New(clientv3.Config{Endpoints: []string{cc.ClientURL}, TLS: tc, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nobody.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := nobody.Put(ctx, "forged", "1"); !errors.Is(err, rpctypes.ErrUserEmpty) {
+		t.Errorf("an untokened put by a user with no role, through the cascaded replica: %v, want user name is empty", err)
+	}
+	if _, err := nobody.Get(ctx, "forged"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Errorf("a read by a user with no role: %v, want permission denied", err)
+	}
+	root, err := clientv3.New(clientv3.Config{Endpoints: []string{cc.ClientURL}, TLS: certs.ClientConfig(t), Username: "root", Password: "rootpw",
+		DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	if _, err := root.Put(ctx, "by-root", "1"); err != nil {
+		t.Errorf("root's put with a token through the cascaded replica: %v", err)
+	}
+	resp, err := tlsClient(t, c, c.Endpoints()[0]).Get(ctx, "forged")
+	if err != nil || len(resp.Kvs) != 0 {
+		t.Errorf("the source holds %v (%v): the forged put went through", resp, err)
 	}
 }
