@@ -159,7 +159,7 @@ func run(o options) error {
 	}
 	rep.Seconds = time.Since(start).Seconds()
 	if earlier != nil {
-		rep = mergeReports(*earlier, rep, todo)
+		rep = mergeReports(*earlier, rep, todo, only == "")
 	}
 
 	if err := os.WriteFile(out, []byte(rep.markdown()), 0o644); err != nil {

@@ -21,8 +21,10 @@ type report struct {
 	Machine  map[string]string `json:"machine"`
 	Rows     []Row             `json:"rows"`
 	Failures []string          `json:"failures,omitempty"`
-	// Reruns are the --merge runs whose rows replaced this run's.
+	// Reruns are the runs whose rows are kept beside this run's.
 	Reruns []rerun `json:"reruns,omitempty"`
+	// Earlier are the goal ratios of rows a --merge run replaced.
+	Earlier []earlierFigure `json:"earlier,omitempty"`
 }
 
 func (p params) describe() string {
@@ -208,6 +210,7 @@ func (rep report) markdown() string {
 		}
 		w("| %s | %s | %s | %s | %s | %s |\n", c.what, row, partner, c.metric, text, goal)
 	}
+	writeEarlier(w, rep)
 
 	if _, ok := byName[idleBase]; ok {
 		w("\n## Idle cost\n\nWhat each idle member adds to the leader's CPU, against the same cluster without it. The first two rows are for reference: a replica whose rounds never slow down (the behaviour before --freshness-idle-interval), and one that never goes quiet (rounds every --freshness-idle-interval, the behaviour before --freshness-quiet-interval). The others are measured once the replicas have gone quiet (no client request for --freshness-quiet-interval). A stock etcd learner's row is the floor: the leader's heartbeats to any member it replicates to.\n\n| members | leader CPU added per idle member | goal |\n|---|---|---|\n")

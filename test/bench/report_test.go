@@ -41,7 +41,7 @@ func TestMergeReplacesTheRowsOfTheScenariosRun(t *testing.T) {
 			ran = append(ran, s)
 		}
 	}
-	got := mergeReports(old, cur, ran)
+	got := mergeReports(old, cur, ran, false)
 
 	var names []string
 	for _, r := range got.Rows {
@@ -72,6 +72,61 @@ func TestMergeReplacesTheRowsOfTheScenariosRun(t *testing.T) {
 		if !strings.Contains(md, s) {
 			t.Errorf("report does not say %q:\n%s", s, md[:min(len(md), 1500)])
 		}
+	}
+}
+
+// TestMergeOfAFullRunKeepsTheEarlierFigures: a full run merged into a
+// report takes its header, keeps the rows of the scenarios it does not run
+// (with when they were measured), and keeps the goal ratios of the rows it
+// replaced, so that a goal judged over two runs shows both figures.
+func TestMergeOfAFullRunKeepsTheEarlierFigures(t *testing.T) {
+	weak := func(replica, learner float64) []Row {
+		return []Row{
+			{Scenario: "reads", Name: "replica weak", Result: Result{Throughput: replica}},
+			{Scenario: "reads", Name: "etcd serializable @ stock learner", Result: Result{Throughput: learner}},
+		}
+	}
+	old := report{Mode: "full", Params: "p", Started: "2026-11-23T19:14:28Z", Seconds: 952,
+		Rows:   append(weak(115, 100), Row{Scenario: scaleID, Name: "scale row", Result: Result{Ops: 7}}, Row{Scenario: "idle", Name: idleBase, Result: Result{Seconds: 40}}),
+		Reruns: []rerun{{Scenarios: []string{"reads"}, Mode: "full", Params: "p", Started: "2026-11-27T12:41:06Z"}, {Scenarios: []string{"scale"}, Mode: "full", Params: "p", Started: "2026-11-26T11:16:42Z"}},
+	}
+	var ran []scenarioSpec
+	for _, s := range scenarios(false, "", "") {
+		if s.name == "reads" {
+			ran = append(ran, s)
+		}
+	}
+	first := mergeReports(old, report{Mode: "full", Params: "p", Started: "2026-11-28T06:00:00Z", Seconds: 2700, Rows: weak(136, 100)}, ran, true)
+	if first.Started != "2026-11-28T06:00:00Z" || first.Seconds != 2700 {
+		t.Errorf("header after a full run's merge: %s %v, want the full run's", first.Started, first.Seconds)
+	}
+	wantReruns := []rerun{
+		{Scenarios: []string{"scale"}, Mode: "full", Params: "p", Started: "2026-11-26T11:16:42Z"},
+		{Scenarios: []string{"idle"}, Mode: "full", Params: "p", Started: "2026-11-23T19:14:28Z", Seconds: 952},
+	}
+	if fmt.Sprint(first.Reruns) != fmt.Sprint(wantReruns) {
+		t.Errorf("reruns after a full run's merge: %+v, want %+v (the kept rows' runs)", first.Reruns, wantReruns)
+	}
+	second := mergeReports(first, report{Mode: "full", Params: "p", Started: "2026-11-28T07:00:00Z", Seconds: 2700, Rows: weak(120, 100)}, ran, true)
+	const what = "weak reads through a replica vs serializable reads at a stock etcd learner"
+	var got []string
+	for _, f := range second.Earlier {
+		if f.What == what {
+			got = append(got, f.Cell+" "+f.Goal+" "+f.Measured)
+		}
+	}
+	want := []string{"**1.15×** ≥ 0.97 ✓ 2026-11-27T12:41:06Z", "**1.36×** ≥ 0.97 ✓ 2026-11-28T06:00:00Z"}
+	if !slices.Equal(got, want) {
+		t.Errorf("earlier figures of %q: %q, want %q", what, got, want)
+	}
+	md := second.markdown()
+	for _, s := range []string{"## Earlier figures", "| " + what + " | **1.36×** | ≥ 0.97 ✓ | 2026-11-28T06:00:00Z |", "**1.20×**"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("report does not say %q", s)
+		}
+	}
+	if figs := keepLast(slices.Repeat(second.Earlier, 3), earlierKept); len(figs) > earlierKept*2 {
+		t.Errorf("keepLast kept %d figures of 2 comparisons, want at most %d each", len(figs), earlierKept)
 	}
 }
 
