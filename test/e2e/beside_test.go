@@ -2,16 +2,25 @@ package e2e
 
 import "testing"
 
-// beside lets t run beside one other test that calls it, once the
-// package's serial tests are done (go test's -parallel, GOMAXPROCS by
-// default: two on a 2-core CI host). A test calls it only if every
-// deadline it holds anything to is many times what that thing takes (a
-// command's 10 s, a condition's minute), and it bounds no failover,
-// freshness, lease, readiness or latency: sharing the machine with another
-// test's cluster, or with a build of etcd v3.6.8 for the mixed-version
-// test, then slows it and never fails it. Failover, standby, fault-suite,
-// freshness, lease, readiness, compare and balancer tests stay serial,
-// with the machine to themselves.
+// beside lets t run beside up to three other tests that call it, once the
+// package's serial tests are done (go test -parallel 4, as the README's
+// test command and CI run it; GOMAXPROCS, two on a 2-core host, without
+// the flag). A subtest that calls it runs beside its siblings, while its
+// parent still keeps the machine from every other test.
+//
+// A test calls it only if a loaded machine can slow it and never fail it:
+//   - every deadline it holds anything to is many times what that thing
+//     takes (a command's 10 s, a condition's minute), or leaves 15 s or
+//     more past a bound the product states (a failover within
+//     --failover-after + 15 s);
+//   - what it checks otherwise is a safety property, which holds however
+//     slow the machine (a voter never removed while alive, strong reads
+//     linearizable by porcupine, a watch with no gap, a mirror's copy
+//     exact, a bounded read never older than its bound).
+//
+// Tests that bound a latency, a freshness window, a lease's keep-alive, a
+// readiness change or a compare report's figures stay serial, with the
+// machine to themselves.
 func beside(t *testing.T) {
 	t.Helper()
 	t.Parallel()

@@ -58,6 +58,7 @@ func hex(id uint64) string { return strconv.FormatUint(id, 16) }
 // not one strong read and not one bounded read past its bound is served
 // from the replica's old state, and its freshness does not move.
 func TestHubTrustFakeHubWithCutLinks(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	bins.RequireReplica(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true})

@@ -293,6 +293,7 @@ func noUnnamed(t *testing.T, c *harness.Cluster, n int) {
 // only --join voter is down comes back (a voter serves clients only once
 // it has published itself, which may need this very member's vote).
 func TestPromotedReplicaRestartsWhileItsJoinIsDown(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	cli := client(t, c.Members[1].ClientURL, c.Members[2].ClientURL)

@@ -63,6 +63,7 @@ func puts(t *testing.T, cli *clientv3.Client, n int, prefix string) {
 // peer port does; the streams it opened to the leader stay up): its strong reads must fail, not answer old.
 // Porcupine checks the asker's reads against the acknowledged writes.
 func TestHubAfterSnapshot(t *testing.T) {
+	beside(t)
 	for _, firewall := range []bool{true, false} {
 		name := "pauses"
 		if firewall {
@@ -221,6 +222,7 @@ func waitWeak(t *testing.T, cli *clientv3.Client, key, want string) {
 // AppliedIndex() stays where it was before the snapshot until the next
 // entry, thousands of entries behind.
 func TestCaughtUpByASnapshot(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	bins.RequireReplica(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, ExtraArgs: snapshotVoterArgs})

@@ -91,6 +91,7 @@ func following(c *harness.Cluster, leader *harness.Member) []*harness.Member {
 // exactly one standby ends a voter, the dead voter is removed once, and
 // the voters are as many as before.
 func TestStandbyLockHolderPausedPastItsSession(t *testing.T) {
+	beside(t)
 	for _, tc := range []struct {
 		// pauseAt is the holder's log line the pause follows.
 		pauseAt string
@@ -183,18 +184,21 @@ func TestStandbyLockHolderPausedPastItsSession(t *testing.T) {
 // TestStandbyRemovalRetriedAfterTheLeaderDies: removalRetriedAfterTheLeaderDies
 // at loopback.
 func TestStandbyRemovalRetriedAfterTheLeaderDies(t *testing.T) {
+	beside(t)
 	removalRetriedAfterTheLeaderDies(t, standbyAtLoopback(t, harness.ClusterConfig{N: 3}))
 }
 
 // TestStandbyKilledBetweenPromotionAndRemoval: killedBetweenPromotionAndRemoval
 // at loopback.
 func TestStandbyKilledBetweenPromotionAndRemoval(t *testing.T) {
+	beside(t)
 	killedBetweenPromotionAndRemoval(t, standbyAtLoopback(t, harness.ClusterConfig{N: 3}))
 }
 
 // TestStandbyWhoseOnlyJoinEndpointDies: onlyJoinEndpointDies at loopback,
 // the standby joined through a follower.
 func TestStandbyWhoseOnlyJoinEndpointDies(t *testing.T) {
+	beside(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	join := following(c, c.Leader(t))[0]
 	onlyJoinEndpointDies(t, standbyBeside(t, c, "--join", join.ClientURL), join)

@@ -59,6 +59,7 @@ func waitReplaced(t *testing.T, cli *clientv3.Client, dead *harness.Member, sinc
 // standby cannot read the leader's raft status; it learns the leader's
 // commit index from ReadIndex rounds and replaces a killed follower.
 func TestStandbyReplacesAFollowerWhileTheLeadersClientURLIsCut(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, ClientProxies: true})
 	leader := c.Leader(t)
@@ -78,6 +79,7 @@ func TestStandbyReplacesAFollowerWhileTheLeadersClientURLIsCut(t *testing.T) {
 // dies; one of the two followers left, which may become the new leader,
 // has its advertised client URL cut.
 func TestStandbyReplacesADeadLeaderWhileAFollowersClientURLIsCut(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, ClientProxies: true})
 	leader := c.Leader(t)
@@ -93,6 +95,7 @@ func TestStandbyReplacesADeadLeaderWhileAFollowersClientURLIsCut(t *testing.T) {
 // onlyJoinEndpointLosesItsClientURL at loopback, --join naming only the
 // leader's advertised client URL.
 func TestStandbyWhoseOnlyJoinEndpointLosesItsClientURL(t *testing.T) {
+	beside(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, ClientProxies: true})
 	leader := c.Leader(t)
 	onlyJoinEndpointLosesItsClientURL(t, standbyBeside(t, c, "--join", advertisedClientURLs(leader)), leader)
@@ -127,6 +130,7 @@ func tlsClient(t *testing.T, c *harness.Cluster, endpoints ...string) *clientv3.
 // auth is on; the standby, whose certificate's CN is root, replaces a
 // killed follower.
 func TestStandbyOverTLSWithAuth(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, TLS: harness.NewCerts(t)})
 	enableAuth(t, bins, c)
@@ -153,6 +157,7 @@ func TestStandbyOverTLSWithAuth(t *testing.T) {
 // turned on); a follower dies. The standby is not promoted, nothing is
 // removed, and it says which call the cluster refused and as whom.
 func TestStandbyWithoutRightsSaysWhichCallIsRefused(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	certs := harness.NewCerts(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, TLS: certs})
@@ -240,6 +245,7 @@ func roleStates(t *testing.T, bins *harness.Bins, endpoints ...string) map[strin
 // killed voter's silence and then the promotion hold run; blocked once its
 // own raft links are cut.
 func TestReplicaStatusSaysWhyAStandbyWaits(t *testing.T) {
+	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true})
 	leader := c.Leader(t)
