@@ -129,7 +129,6 @@ func TestFault(t *testing.T) {
 	bins.RequireReplica(t)
 	for _, fc := range faultCases {
 		t.Run(fc.name, func(t *testing.T) {
-			beside(t)
 			for run := range *faultRuns {
 				t.Run(fmt.Sprintf("run-%d", run), func(t *testing.T) {
 					rng := rand.New(rand.NewPCG(*faultSeed+uint64(run), uint64(len(fc.name))))

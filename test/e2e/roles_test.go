@@ -116,7 +116,6 @@ func logLines(t *testing.T, p *harness.Proc, msg string) []map[string]any {
 }
 
 func TestVoterRolePromotesOnceCaughtUp(t *testing.T) {
-	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	cli := c.Client(t)
@@ -260,7 +259,6 @@ func TestReplicaStatusAgreesWithEtcdctl(t *testing.T) {
 }
 
 func TestStandbyReplacesADeadVoter(t *testing.T) {
-	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	r := startReplica(t, bins, c, "standby", replicaOpts{Extra: []string{"--role", "standby", "--failover-after", "3s", "--promote-hold", "1s"}})
@@ -367,7 +365,6 @@ func contains(ss []string, s string) bool {
 }
 
 func TestReplicaLeaveAndRemoveOnExit(t *testing.T) {
-	beside(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	cli := c.Client(t)

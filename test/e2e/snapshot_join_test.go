@@ -24,7 +24,6 @@ import (
 // learns that the replica needs a snapshot: the snapshot then holds the
 // publish, whose waiter never fires, and every later publish is refused.
 func TestReplicaJoinsAQuietClusterBySnapshot(t *testing.T) {
-	beside(t)
 	bins := harness.Binaries(t)
 	bins.RequireReplica(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, ExtraArgs: snapshotVoterArgs, PeerProxies: true})

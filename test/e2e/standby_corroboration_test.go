@@ -26,7 +26,6 @@ import (
 // client URL, its proxy. Nothing else is cut: the voters reach one another,
 // and the test reaches everyone.
 func TestStandbyCutFromOneLiveVoterKeepsIt(t *testing.T) {
-	beside(t)
 	const failoverAfter = 5 * time.Second
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true, ClientProxies: true})

@@ -91,7 +91,6 @@ func following(c *harness.Cluster, leader *harness.Member) []*harness.Member {
 // exactly one standby ends a voter, the dead voter is removed once, and
 // the voters are as many as before.
 func TestStandbyLockHolderPausedPastItsSession(t *testing.T) {
-	beside(t)
 	for _, tc := range []struct {
 		// pauseAt is the holder's log line the pause follows.
 		pauseAt string

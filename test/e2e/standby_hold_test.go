@@ -32,7 +32,6 @@ func replicaCLI(t *testing.T, bins *harness.Bins, args ...string) (string, bool)
 // expires (its lease), the follower, silent all along, is replaced at
 // once.
 func TestAHeldVoterIsNotReplacedUntilTheHoldEnds(t *testing.T) {
-	beside(t)
 	const failoverAfter = 5 * time.Second
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})

@@ -35,7 +35,6 @@ func member(t *testing.T, c *harness.Cluster, name string) *harness.Member {
 // removalRetriedAfterTheLeaderDies at standbyRTT; the leader restarts in
 // region A while the promoted standby waits across the WAN.
 func TestStandbyInRegionBRemovalRetriedAfterTheLeaderDies(t *testing.T) {
-	beside(t)
 	removalRetriedAfterTheLeaderDies(t, standbyInRegionB(t, ""))
 }
 
@@ -43,7 +42,6 @@ func TestStandbyInRegionBRemovalRetriedAfterTheLeaderDies(t *testing.T) {
 // killedBetweenPromotionAndRemoval at standbyRTT; the restarted standby
 // resumes across the WAN.
 func TestStandbyInRegionBKilledBetweenPromotionAndRemoval(t *testing.T) {
-	beside(t)
 	killedBetweenPromotionAndRemoval(t, standbyInRegionB(t, ""))
 }
 
@@ -51,7 +49,6 @@ func TestStandbyInRegionBKilledBetweenPromotionAndRemoval(t *testing.T) {
 // standbyRTT, the standby joined through m1 alone (the leader or a
 // follower, as the election went).
 func TestStandbyInRegionBWhoseOnlyJoinEndpointDies(t *testing.T) {
-	beside(t)
 	sc := standbyInRegionB(t, "m1")
 	onlyJoinEndpointDies(t, sc, member(t, sc.c, "m1"))
 }
@@ -60,7 +57,6 @@ func TestStandbyInRegionBWhoseOnlyJoinEndpointDies(t *testing.T) {
 // onlyJoinEndpointLosesItsClientURL at standbyRTT, the standby joined
 // through m1 alone.
 func TestStandbyInRegionBWhoseOnlyJoinEndpointLosesItsClientURL(t *testing.T) {
-	beside(t)
 	sc := standbyInRegionB(t, "m1")
 	onlyJoinEndpointLosesItsClientURL(t, sc, member(t, sc.c, "m1"))
 }

@@ -114,7 +114,6 @@ func replacedInRegionB(t *testing.T, g *harness.Regions, dead *harness.Member) {
 // TestStandbyInRegionBReplacesADeadFollower: at standbyRTT, a killed
 // follower is replaced within failoverDeadline.
 func TestStandbyInRegionBReplacesADeadFollower(t *testing.T) {
-	beside(t)
 	g := startStandbyInRegionB(t)
 	replacedInRegionB(t, g, following(g.Cluster, g.Cluster.Leader(t))[0])
 }
@@ -123,7 +122,6 @@ func TestStandbyInRegionBReplacesADeadFollower(t *testing.T) {
 // is replaced within failoverDeadline (region A elects a new one; the
 // standby, a learner, learns of it across the WAN).
 func TestStandbyInRegionBReplacesADeadLeader(t *testing.T) {
-	beside(t)
 	g := startStandbyInRegionB(t)
 	replacedInRegionB(t, g, g.Cluster.Leader(t))
 }
@@ -133,7 +131,6 @@ func TestStandbyInRegionBReplacesADeadLeader(t *testing.T) {
 // raft is healthy), a killed follower is replaced: the leader's commit
 // index comes from ReadIndex rounds across the WAN.
 func TestStandbyInRegionBReplacesAFollowerWhileTheLeadersClientURLIsCut(t *testing.T) {
-	beside(t)
 	g := startStandbyInRegionB(t)
 	leader := g.Cluster.Leader(t)
 	g.CutClientURL(leader)
@@ -149,7 +146,6 @@ func TestStandbyInRegionBReplacesAFollowerWhileTheLeadersClientURLIsCut(t *testi
 // at standbyRTT, the leader dies; one of the two followers left, which may
 // become the new leader, has its client URLs cut.
 func TestStandbyInRegionBReplacesADeadLeaderWhileAFollowersClientURLIsCut(t *testing.T) {
-	beside(t)
 	g := startStandbyInRegionB(t)
 	leader := g.Cluster.Leader(t)
 	g.CutClientURL(following(g.Cluster, leader)[0])
@@ -160,7 +156,6 @@ func TestStandbyInRegionBReplacesADeadLeaderWhileAFollowersClientURLIsCut(t *tes
 // live and puts flowing, the standby removes no voter and the leader and
 // its term stay as they were (keepsEveryVoter).
 func TestStandbyInRegionBKeepsLiveVoters(t *testing.T) {
-	beside(t)
 	g := startStandbyInRegionB(t)
 	_, client0 := g.WANTraffic()
 	keepsEveryVoter(t, g, g.Cluster.Leader(t))
@@ -179,7 +174,6 @@ func TestStandbyInRegionBKeepsLiveVoters(t *testing.T) {
 // --failover-after, the standby removes no voter. Then a follower really
 // killed is still replaced within failoverDeadline.
 func TestStandbyInRegionBKeepsVotersWhoseClientURLsAreCut(t *testing.T) {
-	beside(t)
 	g := startStandbyInRegionB(t)
 	leader := g.Cluster.Leader(t)
 	follower := following(g.Cluster, leader)[0]
@@ -305,7 +299,6 @@ func longestSilence(t *testing.T, r *harness.Replica, since time.Time) time.Dura
 // timeout follows the round trip it measures) and removes none. With the
 // fixed timeout it took every live voter for silent 8 s into the window.
 func TestStandbyFarAwayKeepsVotersWhoseClientURLsAreCut(t *testing.T) {
-	beside(t)
 	g := startStandbyAt(t, 600*time.Millisecond, "")
 	leader := g.Cluster.Leader(t)
 	g.CutClientURL(leader)
