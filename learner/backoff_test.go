@@ -38,7 +38,7 @@ func advanceEach(t *testing.T, ctx context.Context, clock *clockwork.FakeClock, 
 }
 
 // The cluster's "unhealthy" refusal is retried after 100ms, doubling up to
-// 2s, each wait logged; and when ctx ends during a wait, the error says so
+// 500ms, each wait logged; and when ctx ends during a wait, the error says so
 // and names the last refusal.
 func TestJoinBacksOffWhileTheClusterRefuses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -61,7 +61,7 @@ func TestJoinBacksOffWhileTheClusterRefuses(t *testing.T) {
 	if r.err != nil || r.j.ID != 100 || f.adds != 7 {
 		t.Fatalf("join = %+v, %v after %d adds; want the seventh add", r.j, r.err, f.adds)
 	}
-	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond, 2 * time.Second}
+	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond}
 	if got := backoffs(logs); !slices.Equal(got, want) {
 		t.Fatalf("waits logged %v; want %v", got, want)
 	}

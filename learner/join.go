@@ -74,10 +74,15 @@ func Join(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, m Membersh
 }
 
 // joinBackoff is the first wait after a refused join; it doubles up to
-// joinBackoffMax.
+// joinBackoffMax. etcd refuses a member add ("unhealthy cluster") until
+// the member asked has been connected to a quorum of the voters for 5 s
+// (etcdserver's HealthInterval), so a join right after the voters start
+// waits about that long whatever the backoff; a cap of 500 ms ends the
+// wait at most that late (a 2 s cap added up to 2 s to it). The member
+// refuses before raft: retrying twice a second costs the cluster nothing.
 const (
 	joinBackoff    = 100 * time.Millisecond
-	joinBackoffMax = 2 * time.Second
+	joinBackoffMax = 500 * time.Millisecond
 )
 
 // join is Join with its waits on clock.

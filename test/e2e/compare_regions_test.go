@@ -39,7 +39,7 @@ func TestCompareBoundCheckAcrossRegions(t *testing.T) {
 	p := harness.Start(t, harness.ProcConfig{Name: "compare", Bin: bins.Replica, Args: []string{
 		"compare", "--primary", strings.Join(g.Cluster.Endpoints(), ","), "--replica", g.Replica.ClientURL,
 		"--mirror-dest", dst.Endpoints()[0], "--prefix", "/cmp/", "--bound", "100ms",
-		"--duration", "20s", "--out", out}})
+		"--duration", "12s", "--out", out}})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	code, err := p.Wait(ctx)

@@ -164,8 +164,9 @@ func runFault(t *testing.T, fc faultCase, rng *rand.Rand, fixed bool) {
 	e.voters = client(t, e.clientProx.URL(), c.Members[1].ClientURL, c.Members[2].ClientURL)
 	e.rep = client(t, r.ClientURL)
 
-	// Timings: fixed for the first run (CI), drawn for the others.
-	before, during, after := 2*time.Second, 4*time.Second, 2*time.Second
+	// Timings: fixed for the first run (CI), drawn for the others; the
+	// workload is under way on every path before the first second.
+	before, during, after := time.Second, 4*time.Second, time.Second
 	if !fixed {
 		before = time.Duration(500+rng.IntN(2500)) * time.Millisecond
 		during = time.Duration(1000+rng.IntN(6000)) * time.Millisecond

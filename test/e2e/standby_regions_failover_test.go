@@ -35,6 +35,7 @@ func member(t *testing.T, c *harness.Cluster, name string) *harness.Member {
 // removalRetriedAfterTheLeaderDies at standbyRTT; the leader restarts in
 // region A while the promoted standby waits across the WAN.
 func TestStandbyInRegionBRemovalRetriedAfterTheLeaderDies(t *testing.T) {
+	wanVariant(t, "TestStandbyRemovalRetriedAfterTheLeaderDies")
 	removalRetriedAfterTheLeaderDies(t, standbyInRegionB(t, ""))
 }
 
@@ -42,6 +43,7 @@ func TestStandbyInRegionBRemovalRetriedAfterTheLeaderDies(t *testing.T) {
 // killedBetweenPromotionAndRemoval at standbyRTT; the restarted standby
 // resumes across the WAN.
 func TestStandbyInRegionBKilledBetweenPromotionAndRemoval(t *testing.T) {
+	wanVariant(t, "TestStandbyKilledBetweenPromotionAndRemoval")
 	killedBetweenPromotionAndRemoval(t, standbyInRegionB(t, ""))
 }
 
@@ -49,6 +51,7 @@ func TestStandbyInRegionBKilledBetweenPromotionAndRemoval(t *testing.T) {
 // standbyRTT, the standby joined through m1 alone (the leader or a
 // follower, as the election went).
 func TestStandbyInRegionBWhoseOnlyJoinEndpointDies(t *testing.T) {
+	wanVariant(t, "TestStandbyWhoseOnlyJoinEndpointDies")
 	sc := standbyInRegionB(t, "m1")
 	onlyJoinEndpointDies(t, sc, member(t, sc.c, "m1"))
 }
@@ -57,6 +60,7 @@ func TestStandbyInRegionBWhoseOnlyJoinEndpointDies(t *testing.T) {
 // onlyJoinEndpointLosesItsClientURL at standbyRTT, the standby joined
 // through m1 alone.
 func TestStandbyInRegionBWhoseOnlyJoinEndpointLosesItsClientURL(t *testing.T) {
+	wanVariant(t, "TestStandbyWhoseOnlyJoinEndpointLosesItsClientURL")
 	sc := standbyInRegionB(t, "m1")
 	onlyJoinEndpointLosesItsClientURL(t, sc, member(t, sc.c, "m1"))
 }

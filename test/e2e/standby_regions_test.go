@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"testing"
 	"time"
@@ -23,6 +24,22 @@ const (
 	// standbyFailoverAfter is --failover-after in standbyArgs.
 	standbyFailoverAfter = 5 * time.Second
 )
+
+// standbyWAN runs every standby scenario in region B. Without it, CI runs
+// the three that only a WAN shows (a failover across it, the leader's view
+// read across it, live voters judged by their peer URLs at 600 ms RTT); each
+// of the others is a scenario whose loopback twin runs in CI (wanVariant).
+var standbyWAN = flag.Bool("standby.wan", false, "run every standby scenario in region B at 150 ms RTT (about 5 minutes); CI runs three, and the loopback twin of each of the others")
+
+// wanVariant skips t, the region-B variant of the loopback scenario twin
+// (which runs in CI), unless -standby.wan: the long standby scenarios have
+// their own command (CONTRIBUTING), and CI keeps a shorter version of each.
+func wanVariant(t *testing.T, twin string) {
+	t.Helper()
+	if !*standbyWAN {
+		t.Skipf("the region-B variant of %s, which runs in CI: this one runs with -standby.wan (CONTRIBUTING)", twin)
+	}
+}
 
 // startStandbyInRegionB starts three voters in region A and a standby named
 // "standby" in region B with standbyArgs, waits until the standby is idle
@@ -114,6 +131,7 @@ func replacedInRegionB(t *testing.T, g *harness.Regions, dead *harness.Member) {
 // TestStandbyInRegionBReplacesADeadFollower: at standbyRTT, a killed
 // follower is replaced within failoverDeadline.
 func TestStandbyInRegionBReplacesADeadFollower(t *testing.T) {
+	wanVariant(t, "TestStandbyReplacesADeadVoter")
 	g := startStandbyInRegionB(t)
 	replacedInRegionB(t, g, following(g.Cluster, g.Cluster.Leader(t))[0])
 }
@@ -131,6 +149,7 @@ func TestStandbyInRegionBReplacesADeadLeader(t *testing.T) {
 // raft is healthy), a killed follower is replaced: the leader's commit
 // index comes from ReadIndex rounds across the WAN.
 func TestStandbyInRegionBReplacesAFollowerWhileTheLeadersClientURLIsCut(t *testing.T) {
+	wanVariant(t, "TestStandbyReplacesAFollowerWhileTheLeadersClientURLIsCut")
 	g := startStandbyInRegionB(t)
 	leader := g.Cluster.Leader(t)
 	g.CutClientURL(leader)
@@ -146,6 +165,7 @@ func TestStandbyInRegionBReplacesAFollowerWhileTheLeadersClientURLIsCut(t *testi
 // at standbyRTT, the leader dies; one of the two followers left, which may
 // become the new leader, has its client URLs cut.
 func TestStandbyInRegionBReplacesADeadLeaderWhileAFollowersClientURLIsCut(t *testing.T) {
+	wanVariant(t, "TestStandbyReplacesADeadLeaderWhileAFollowersClientURLIsCut")
 	g := startStandbyInRegionB(t)
 	leader := g.Cluster.Leader(t)
 	g.CutClientURL(following(g.Cluster, leader)[0])
@@ -174,6 +194,7 @@ func TestStandbyInRegionBKeepsLiveVoters(t *testing.T) {
 // --failover-after, the standby removes no voter. Then a follower really
 // killed is still replaced within failoverDeadline.
 func TestStandbyInRegionBKeepsVotersWhoseClientURLsAreCut(t *testing.T) {
+	wanVariant(t, "TestStandbyKeepsAVoterWhoseClientURLIsCut")
 	g := startStandbyInRegionB(t)
 	leader := g.Cluster.Leader(t)
 	follower := following(g.Cluster, leader)[0]

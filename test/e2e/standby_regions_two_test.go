@@ -68,6 +68,7 @@ func exactlyOneActed(t *testing.T, g *harness.Regions, ss []*replica, dead *harn
 // TestTwoStandbysInRegionBExactlyOneActs: at standbyRTT, a killed follower
 // is replaced within failoverDeadline by exactly one of two standbys.
 func TestTwoStandbysInRegionBExactlyOneActs(t *testing.T) {
+	wanVariant(t, "TestTwoStandbysExactlyOneActs")
 	g, ss := startTwoStandbysInRegionB(t)
 	dead := following(g.Cluster, g.Cluster.Leader(t))[0]
 	var live []string
@@ -86,6 +87,7 @@ func TestTwoStandbysInRegionBExactlyOneActs(t *testing.T) {
 // standby that took the failover lock is stopped (SIGSTOP) past its
 // session's TTL; the other one finishes the failover, and exactly one acts.
 func TestStandbyInRegionBLockHolderPausedPastItsSession(t *testing.T) {
+	wanVariant(t, "TestStandbyLockHolderPausedPastItsSession")
 	g, ss := startTwoStandbysInRegionB(t)
 	leader := g.Cluster.Leader(t)
 	dead := following(g.Cluster, leader)[0]
