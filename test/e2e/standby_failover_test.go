@@ -102,6 +102,11 @@ func TestStandbyLockHolderPausedPastItsSession(t *testing.T) {
 		{pauseAt: "promoted to voter", n: 5},
 	} {
 		t.Run(tc.pauseAt, func(t *testing.T) {
+			// The two pauses beside each other and nothing else: two
+			// idle clusters with no workload, where a live voter would
+			// have to be starved for --failover-after (5 s) to look
+			// silent.
+			beside(t)
 			bins := harness.Binaries(t)
 			c := harness.StartCluster(t, harness.ClusterConfig{N: tc.n})
 			s1 := startReplica(t, bins, c, "s1", replicaOpts{Extra: standbyArgs})
