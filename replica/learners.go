@@ -33,7 +33,10 @@ const (
 // answer (understudy_cluster_learners_unanswered; the alert
 // UnderstudyStaleLearner), logging each entry when it stops or starts
 // answering. It only reports: removing a learner is the operator's or its
-// own preStop hook's decision.
+// own preStop hook's decision. It also exports how many learner entries
+// there are (understudy_cluster_learners), which etcd does not: a cluster
+// out of --max-learners slots refuses the next replica
+// (UnderstudyLearnerSlotsNearlyUsed).
 type learnerWatch struct {
 	lg    *zap.Logger
 	srv   *etcdserver.EtcdServer
@@ -42,6 +45,7 @@ type learnerWatch struct {
 	// silent are the learners that did not answer at the last check.
 	silent     map[uint64]bool
 	unanswered prometheus.Gauge
+	learners   prometheus.Gauge
 }
 
 func newLearnerWatch(lg *zap.Logger, srv *etcdserver.EtcdServer, hc *http.Client, clock clockwork.Clock, reg prometheus.Registerer) *learnerWatch {
@@ -49,8 +53,12 @@ func newLearnerWatch(lg *zap.Logger, srv *etcdserver.EtcdServer, hc *http.Client
 		unanswered: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "understudy_cluster_learners_unanswered",
 			Help: "Learner entries of the cluster (other than this replica) whose peer URLs did not answer as a member at the last check, every 30s: entries no replica runs for take a --max-learners slot.",
+		}),
+		learners: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "understudy_cluster_learners",
+			Help: "Learner entries in the cluster's member list at the last check, every 30s, this replica's among them while it is a learner: each takes one of the voters' --max-learners slots.",
 		})}
-	reg.MustRegister(w.unanswered)
+	reg.MustRegister(w.unanswered, w.learners)
 	return w
 }
 
@@ -73,8 +81,12 @@ func (w *learnerWatch) check(ctx context.Context) {
 	self := uint64(w.srv.MemberID())
 	cluster := w.srv.Cluster().ID().String()
 	now := map[uint64]bool{}
+	learners := 0
 	for _, m := range w.srv.Cluster().Members() {
 		id := uint64(m.ID)
+		if m.IsLearner {
+			learners++
+		}
 		if !m.IsLearner || id == self {
 			continue
 		}
@@ -103,4 +115,5 @@ func (w *learnerWatch) check(ctx context.Context) {
 	}
 	w.silent = now
 	w.unanswered.Set(float64(len(now)))
+	w.learners.Set(float64(learners))
 }

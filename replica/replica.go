@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/understudy-kv/understudy/certexpiry"
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/learner"
 	"github.com/understudy-kv/understudy/promotion"
@@ -56,6 +57,11 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		return err
 	}
 	defer flush()
+	// What every kind of replica presents, read at each scrape: a file
+	// rotated in place is what the next handshake presents.
+	opts.Registerer.MustRegister(certexpiry.New(
+		certexpiry.File{Use: "client", Path: cfg.ClientTLS.CertFile},
+		certexpiry.File{Use: "peer", Path: cfg.PeerTLS.CertFile}))
 	if cfg.Cascaded() {
 		return runCascaded(ctx, cfg, opts)
 	}

@@ -35,10 +35,16 @@ func TestDashboardAndAlertsNameExportedMetrics(t *testing.T) {
 		}
 	}
 
-	src := harness.StartCluster(t, harness.ClusterConfig{N: 1})
-	r := harness.StartReplica(t, src, harness.ReplicaConfig{Name: "r1", Extra: []string{"--role", "standby"}})
-	exercise(t, r.ClientURL)
+	// Over TLS, so that the replica presents certificate files
+	// (understudy_tls_certificate_expiry_timestamp_seconds); its metrics on
+	// a plain listener of their own, as the StatefulSet serves them.
+	certs := harness.NewCerts(t)
+	tlsSrc := harness.StartCluster(t, harness.ClusterConfig{N: 1, TLS: certs})
+	replicaMetrics := harness.URL(harness.FreePort(t))
+	r := harness.StartReplica(t, tlsSrc, harness.ReplicaConfig{Name: "r1", Extra: []string{"--role", "standby", "--listen-metrics-urls", replicaMetrics}})
+	exercise(t, r.ClientURL, certs)
 
+	src := harness.StartCluster(t, harness.ClusterConfig{N: 1})
 	dst := harness.StartCluster(t, harness.ClusterConfig{N: 1})
 	mirrorMetrics := harness.URL(harness.FreePort(t))
 	harness.Start(t, harness.ProcConfig{Name: "mirror", Bin: src.Bins.Replica, Args: []string{
@@ -49,7 +55,7 @@ func TestDashboardAndAlertsNameExportedMetrics(t *testing.T) {
 	var missing []string
 	harness.WaitFor(t, 2*time.Minute, "every named metric in the replica's or the mirror's /metrics", func() (bool, error) {
 		have := map[string]bool{}
-		for _, u := range []string{r.ClientURL, mirrorMetrics} {
+		for _, u := range []string{replicaMetrics, mirrorMetrics} {
 			m, err := harness.Scrape(t.Context(), u+"/metrics", nil)
 			if err != nil {
 				return false, err
@@ -83,10 +89,11 @@ func addNames(t *testing.T, want map[string][]string, where, expr string) {
 }
 
 // exercise makes the replica use the label sets the dashboard shows: a
-// write (forwarded), a strong and a serializable read.
-func exercise(t *testing.T, endpoint string) {
+// write (forwarded), a strong and a serializable read, with certs' client
+// certificate.
+func exercise(t *testing.T, endpoint string, certs *harness.Certs) {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: certs.ClientConfig(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
