@@ -39,7 +39,7 @@ var _ prometheus.Collector = (*Collector)(nil)
 
 // New returns the collector of files, leaving out those with no path.
 func New(files ...File) *Collector {
-	c := &Collector{desc: prometheus.NewDesc("understudy_tls_certificate_expiry_timestamp_seconds",
+	c := &Collector{desc: prometheus.NewDesc(prometheus.BuildFQName("understudy", "tls", "certificate_expiry_timestamp_seconds"),
 		"When the certificate in a file this process presents expires (its NotAfter, Unix seconds), read at each scrape; 0 if the file cannot be read or holds no certificate.",
 		[]string{"use", "file"}, nil)}
 	for _, f := range files {

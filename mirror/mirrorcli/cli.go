@@ -24,6 +24,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/understudy-kv/understudy/certexpiry"
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/mirror"
 )
@@ -118,7 +119,8 @@ func runVerify(ctx context.Context, cfg config.Mirror, src, dst *clientv3.Client
 // runMirrorLoop runs the mirror until ctx ends, serving its metrics.
 func runMirrorLoop(ctx context.Context, clock clockwork.Clock, cfg config.Mirror, src, dst *clientv3.Client, lg *zap.Logger, stderr io.Writer, problems func(error)) int {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
+		certexpiry.New(certexpiry.File{Use: "source", Path: cfg.Source.Cert}, certexpiry.File{Use: "dest", Path: cfg.Dest.Cert}))
 	stop, err := serveMetrics(cfg.ListenMetricsURLs, reg, lg)
 	if err != nil {
 		problems(err)

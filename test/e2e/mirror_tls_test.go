@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/understudy-kv/understudy/certexpiry"
 	"github.com/understudy-kv/understudy/test/harness"
 )
 
@@ -53,9 +54,22 @@ func TestMirrorOverTLSWithAuth(t *testing.T) {
 	}
 	denied.Kill()
 
-	harness.Start(t, harness.ProcConfig{Name: "mirror", Bin: bins.Replica, Args: args("root", "--dest-user", "root", "--dest-password", "rootpw")})
+	metrics := harness.URL(harness.FreePort(t))
+	harness.Start(t, harness.ProcConfig{Name: "mirror", Bin: bins.Replica, Args: append(args("root", "--dest-user", "root", "--dest-password", "rootpw"), "--listen-metrics-urls", metrics)})
 	harness.WaitFor(t, time.Minute, "/m/a copied into the destination over TLS as root", func() (bool, error) {
 		out, err := harness.Etcdctl(t, bins, dst.Endpoints(), append([]string{"get", "/m/a", "--print-value-only"}, asRoot...)...)
 		return err == nil && strings.TrimSpace(out) == "1", fmt.Errorf("%q, %v", out, err)
 	})
+
+	// Both certificates' expiry, for UnderstudyCertificateExpiresSoon.
+	cert, err := certexpiry.Read(certs.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := harness.MustScrape(t, metrics+"/metrics")
+	for _, use := range []string{"source", "dest"} {
+		if got, err := m.Value("understudy_tls_certificate_expiry_timestamp_seconds", "use="+use, "file="+certs.Cert); err != nil || got != float64(cert.NotAfter.Unix()) {
+			t.Errorf("the mirror's %s certificate expires at %v by its metrics (%v); the file says %v", use, got, err, cert.NotAfter.Unix())
+		}
+	}
 }
