@@ -5,11 +5,14 @@
 #
 #   scripts/build-kube.sh                        # Kubernetes v1.37.2
 #   KUBE_VERSION=v1.37.2 KUBE_CACHE=/tmp/kube scripts/build-kube.sh
+#   KUBE_CMDS="kube-apiserver kubectl kubelet kube-controller-manager kube-scheduler" scripts/build-kube.sh
 #
 # The module lives in $KUBE_CACHE (default
 # ${XDG_CACHE_HOME:-$HOME/.cache}/understudy/kube-<version>); the binaries in
-# $KUBE_CACHE/bin. Prints the two binary paths, kube-apiserver first. A second
-# run with both binaries present builds nothing. k8s.io/kubernetes maps its
+# $KUBE_CACHE/bin. KUBE_CMDS names the commands (default: kube-apiserver and
+# kubectl, what test/kube runs; a node needs the other three too). Prints
+# their paths, one a line, in KUBE_CMDS' order. A second run with every
+# binary present builds nothing. k8s.io/kubernetes maps its
 # staging modules (k8s.io/api, k8s.io/apiserver, ...) to ./staging with
 # `replace`, which only works inside its own repository; here each is mapped to
 # its published v0.<minor>.<patch> tag instead, the list taken from that
@@ -19,11 +22,22 @@ export GOWORK=off
 
 KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
 KUBE_CACHE=${KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/understudy/kube-$KUBE_VERSION}
+KUBE_CMDS=${KUBE_CMDS:-kube-apiserver kubectl}
 bin=$KUBE_CACHE/bin
 
-if [ -x "$bin/kube-apiserver" ] && [ -x "$bin/kubectl" ]; then
-  echo "$bin/kube-apiserver"
-  echo "$bin/kubectl"
+for cmd in $KUBE_CMDS; do
+  case $cmd in
+    kube-apiserver | kubectl | kubelet | kube-controller-manager | kube-scheduler | kube-proxy) ;;
+    *) echo "build-kube: KUBE_CMDS names $cmd; want some of kube-apiserver kubectl kubelet kube-controller-manager kube-scheduler kube-proxy" >&2; exit 1 ;;
+  esac
+done
+print_paths() {
+  for cmd in $KUBE_CMDS; do echo "$bin/$cmd"; done
+}
+missing=0
+for cmd in $KUBE_CMDS; do [ -x "$bin/$cmd" ] || missing=1; done
+if [ $missing = 0 ]; then
+  print_paths
   exit 0
 fi
 
@@ -62,17 +76,16 @@ go_line=$(grep -m1 '^go ' "$gomod")
   done
   echo ")"
 } >go.mod
-cat >tools.go <<'EOF'
-//go:build tools
-
-// Package tools pins the commands this module builds.
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-EOF
+{
+  echo "//go:build tools"
+  echo
+  echo "// Package tools pins the commands this module builds."
+  echo "package tools"
+  echo
+  echo "import ("
+  for cmd in $KUBE_CMDS; do echo "	_ \"k8s.io/kubernetes/cmd/$cmd\""; done
+  echo ")"
+} >tools.go
 
 # The version stamps Kubernetes' own build sets (hack/lib/version.sh), so
 # that the binaries report $KUBE_VERSION rather than v0.0.0-master.
@@ -85,11 +98,10 @@ done
 
 # Resolve the whole graph (downloads every dependency once); go.sum follows.
 nice -n 19 go mod tidy -e >&2
-for cmd in kube-apiserver kubectl; do
+for cmd in $KUBE_CMDS; do
   if [ ! -x "$bin/$cmd" ]; then
     nice -n 19 go build -trimpath -ldflags "$ldflags" -o "$bin/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" >&2
     mv "$bin/$cmd.tmp" "$bin/$cmd"
   fi
 done
-echo "$bin/kube-apiserver"
-echo "$bin/kubectl"
+print_paths
