@@ -15,6 +15,8 @@
 # out the btrfs snapshotter, which needs libbtrfs). runc comes from Debian
 # (apt-get install runc). Builds run under `nice -n 19`.
 set -euo pipefail
+# shellcheck source=lib/tools-go.sh
+source "$(dirname "$0")/lib/tools-go.sh"
 export GOWORK=off
 
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
@@ -44,16 +46,7 @@ if [ $missing = 1 ]; then
     echo
     echo "require $pkg $CONTAINERD_VERSION"
   } >go.mod
-  {
-    echo "//go:build tools"
-    echo
-    echo "// Package tools pins the commands this module builds."
-    echo "package tools"
-    echo
-    echo "import ("
-    for cmd in $cmds; do echo "	_ \"$pkg/cmd/$cmd\""; done
-    echo ")"
-  } >tools.go
+  write_tools_go "$pkg" $cmds
   nice -n 19 go mod tidy -e >&2
   ldflags="-X $pkg/version.Version=$CONTAINERD_VERSION -X $pkg/version.Package=$pkg"
   for cmd in $cmds; do

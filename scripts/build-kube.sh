@@ -18,6 +18,8 @@
 # its published v0.<minor>.<patch> tag instead, the list taken from that
 # version's own go.mod. Builds run under `nice -n 19`: the machine is shared.
 set -euo pipefail
+# shellcheck source=lib/tools-go.sh
+source "$(dirname "$0")/lib/tools-go.sh"
 export GOWORK=off
 
 KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
@@ -76,16 +78,7 @@ go_line=$(grep -m1 '^go ' "$gomod")
   done
   echo ")"
 } >go.mod
-{
-  echo "//go:build tools"
-  echo
-  echo "// Package tools pins the commands this module builds."
-  echo "package tools"
-  echo
-  echo "import ("
-  for cmd in $KUBE_CMDS; do echo "	_ \"k8s.io/kubernetes/cmd/$cmd\""; done
-  echo ")"
-} >tools.go
+write_tools_go k8s.io/kubernetes $KUBE_CMDS
 
 # The version stamps Kubernetes' own build sets (hack/lib/version.sh), so
 # that the binaries report $KUBE_VERSION rather than v0.0.0-master.
