@@ -41,6 +41,10 @@ type Admin struct {
 	// ServiceAccountDir.
 	IfScaledDown      bool
 	ServiceAccountDir string
+	// ShutdownDelay is how long leave --if-scaled-down waits before
+	// anything else, while Kubernetes takes the stopping pod out of its
+	// Services' endpoints (kube-apiserver's --shutdown-delay-duration).
+	ShutdownDelay time.Duration
 }
 
 // AdminCommands are the commands Admin configures.
@@ -73,6 +77,7 @@ func NewAdminFlags(a *Admin, cmd string) *flag.FlagSet {
 	fs.BoolVar(&a.All, "all", false, "hold: hold every voter, not one.")
 	fs.BoolVar(&a.Release, "release", false, "hold: end the hold now.")
 	fs.BoolVar(&a.IfScaledDown, "if-scaled-down", false, "leave: a StatefulSet pod's preStop hook: leave only if the StatefulSet no longer counts this pod (scaled down or uninstalled); the member defaults to the pod's name (its hostname).")
+	fs.DurationVar(&a.ShutdownDelay, "shutdown-delay", 0, "leave --if-scaled-down: wait this long first, while the pod is taken out of its Services' endpoints, so that no client is sent to it as it stops.")
 	fs.StringVar(&a.ServiceAccountDir, "service-account-dir", a.ServiceAccountDir, "leave --if-scaled-down: the pod's service account token, ca.crt and namespace.")
 	a.Conn.Register(fs, "", "the members'")
 	return fs
@@ -166,6 +171,12 @@ func (a Admin) Validate() error {
 	}
 	if a.IfScaledDown && a.Command != "leave" {
 		add("--if-scaled-down: a flag of replica leave, not of replica %s", a.Command)
+	}
+	if a.ShutdownDelay != 0 && !a.IfScaledDown {
+		add("--shutdown-delay %v: only with leave --if-scaled-down (a preStop hook)", a.ShutdownDelay)
+	}
+	if a.ShutdownDelay < 0 {
+		add("--shutdown-delay %v: want 0 or more", a.ShutdownDelay)
 	}
 	if a.Command == "hold" && !a.Release && a.HoldFor < time.Second {
 		add("--for %v: must be at least 1s", a.HoldFor)

@@ -29,6 +29,9 @@ func TestAdminFlagsAndProblems(t *testing.T) {
 		{"status", []string{"--password", "x"}, "--password: needs --user"},
 		{"leave", []string{"--if-scaled-down"}, ""},
 		{"status", []string{"--if-scaled-down"}, "--if-scaled-down: a flag of replica leave, not of replica status"},
+		{"leave", []string{"--if-scaled-down", "--shutdown-delay", "5s"}, ""},
+		{"leave", []string{"r1", "--shutdown-delay", "5s"}, "--shutdown-delay 5s: only with leave --if-scaled-down"},
+		{"leave", []string{"--if-scaled-down", "--shutdown-delay", "-1s"}, "--shutdown-delay -1s: want 0 or more"},
 	} {
 		var a Admin
 		fs := NewAdminFlags(&a, c.cmd)

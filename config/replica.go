@@ -136,6 +136,10 @@ type Replica struct {
 	// learner, instead of refusing to start — only when --join is that
 	// cluster, so that a wrong --join never costs a data dir.
 	ReplaceStaleDataDir string
+	// ReplaceOwnLearner removes a learner listed under --name at these
+	// peer URLs when the data dir holds no member (its data was lost), and
+	// joins anew: for a StatefulSet, where one pod only has a name.
+	ReplaceOwnLearner bool
 
 	// Zone labels the replica for zone-affine balancers (free text, such as
 	// a cloud zone name); empty means none.

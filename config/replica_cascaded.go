@@ -25,6 +25,9 @@ func (c Replica) validateCascaded() []error {
 	if c.RemoveOnExit {
 		add("--remove-on-exit with --upstream: a cascaded replica has no member entry to remove")
 	}
+	if c.ReplaceOwnLearner {
+		add("--replace-own-learner with --upstream: a cascaded replica has no member entry")
+	}
 	if c.ReplaceStaleDataDir != "" {
 		add("--replace-stale-data-dir with --upstream: a cascaded replica bootstraps its store again by itself")
 	}

@@ -24,6 +24,11 @@ type Self struct {
 	DataDir string
 	// Join are the --join client URLs.
 	Join []string
+	// ReplaceOwnLearner is --replace-own-learner: with no member in the
+	// data dir, a learner listed under Name at exactly PeerURLs is this
+	// replica's own entry whose data was lost; it is removed and the
+	// replica joins anew. Never a voter.
+	ReplaceOwnLearner bool
 }
 
 // Stored is the member a data dir holds, as etcd recorded it in the

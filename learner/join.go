@@ -90,6 +90,10 @@ func join(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, m Membersh
 	b := backoff.Exponential{Initial: joinBackoff, Max: joinBackoffMax}
 	for {
 		j, err := joinOnce(ctx, m, self)
+		if errors.Is(err, errReplacedOwnLearner) {
+			lg.Warn("--data-dir holds no member and the cluster listed this replica's own learner entry (its data was lost): removed it; joining as a new learner", zap.Error(err))
+			continue
+		}
 		if err == nil || !retryable(err) {
 			return j, err
 		}
@@ -113,17 +117,34 @@ func joinOnce(ctx context.Context, m Membership, self Self) (Joined, error) {
 				ErrNameTaken, name, mem.ID, strings.Join(mem.PeerURLs, ","))
 		}
 		if SamePeerURLs(mem.PeerURLs, peerURLs) {
-			if mem.Name == "" && mem.IsLearner {
+			switch {
+			case mem.Name == "" && mem.IsLearner:
 				// Added by an attempt that never started: take it over.
 				return Joined{ID: mem.ID, InitialCluster: initialCluster(list.Members, mem.ID, name), Added: true}, nil
+			case mem.Name == name && mem.IsLearner && self.ReplaceOwnLearner:
+				// This replica's own entry, its data lost: a learner
+				// counts for no quorum, so removing it is safe.
+				if _, err := m.MemberRemove(ctx, mem.ID); err != nil {
+					return Joined{}, fmt.Errorf("learner: --replace-own-learner: remove learner %q (ID %x): %w", name, mem.ID, err)
+				}
+				return Joined{}, fmt.Errorf("%w: %q (ID %x)", errReplacedOwnLearner, name, mem.ID)
 			}
 			return Joined{}, peerURLsTaken(self, mem)
 		}
 	}
-	resp, err := m.MemberAddAsLearner(ctx, peerURLs)
+	addCtx, cancel := context.WithTimeout(ctx, addTimeout)
+	resp, err := m.MemberAddAsLearner(addCtx, peerURLs)
+	cancel()
 	switch {
 	case err == nil:
 		return Joined{ID: resp.Member.ID, InitialCluster: initialCluster(resp.Members, resp.Member.ID, name), Added: true}, nil
+	case ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || isErr(err, rpctypes.ErrTimeout) || isErr(err, rpctypes.ErrTimeoutDueToLeaderFail)):
+		// raft holds one membership change at a time and drops a second
+		// proposed meanwhile (another replica joining at once), and etcd
+		// waits for the dropped one until the request ends. Whether or
+		// not it was applied, the next attempt sees: an entry at these
+		// URLs that never started is taken over.
+		return Joined{}, fmt.Errorf("%w: %v", errAddTimedOut, err)
 	case isErr(err, rpctypes.ErrMemberNotFound):
 		// etcd derives a new member's ID from its peer URLs and the
 		// current second: added again within the second of a removal,
@@ -154,6 +175,9 @@ func peerURLsTaken(self Self, mem *etcdserverpb.Member) error {
 		target = fmt.Sprintf("%x", mem.ID)
 	}
 	remove := fmt.Sprintf("`replica leave --endpoints %s %s`", joinList(self.Join), target)
+	if mem.IsLearner && mem.Name == self.Name {
+		remove += " (or start with --replace-own-learner, which does it)"
+	}
 	if !mem.IsLearner {
 		remove = fmt.Sprintf("`etcdctl --endpoints %s member remove %x` (a voter: it changes the quorum)", joinList(self.Join), mem.ID)
 	}
@@ -183,12 +207,23 @@ func isErr(err, target error) bool {
 	return errors.Is(err, target) || strings.Contains(err.Error(), target.Error())
 }
 
+// errReplacedOwnLearner is a join that removed this replica's own learner
+// entry (--replace-own-learner): the next attempt adds it anew.
+var errReplacedOwnLearner = errors.New("learner: removed this replica's own learner entry")
+
+// addTimeout bounds one member add; etcd's own request timeout is 5 s
+// plus two elections.
+const addTimeout = 10 * time.Second
+
+// errAddTimedOut is a member add that got no answer within addTimeout.
+var errAddTimedOut = errors.New("learner: the member add was not answered in time")
+
 // errRemovedThisSecond is a refused add at peer URLs whose member was
 // removed in the same second.
 var errRemovedThisSecond = errors.New("learner: a member at these peer URLs was removed this second")
 
 func retryable(err error) bool {
-	return isErr(err, rpctypes.ErrUnhealthy) || errors.Is(err, errRemovedThisSecond)
+	return isErr(err, rpctypes.ErrUnhealthy) || errors.Is(err, errRemovedThisSecond) || errors.Is(err, errAddTimedOut)
 }
 
 // initialCluster lists every member by its peer URLs. Members that never

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/jonboulle/clockwork"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,6 +19,7 @@ type fakeCluster struct {
 	members []*etcdserverpb.Member
 	addErrs []error
 	adds    int
+	removed []uint64
 }
 
 var _ Membership = (*fakeCluster)(nil)
@@ -26,8 +28,11 @@ func (f *fakeCluster) MemberList(context.Context, ...clientv3.OpOption) (*client
 	return &clientv3.MemberListResponse{Header: &etcdserverpb.ResponseHeader{ClusterId: 9}, Members: f.members}, nil
 }
 
-func (f *fakeCluster) MemberAddAsLearner(_ context.Context, peerURLs []string) (*clientv3.MemberAddResponse, error) {
+func (f *fakeCluster) MemberAddAsLearner(ctx context.Context, peerURLs []string) (*clientv3.MemberAddResponse, error) {
 	f.adds++
+	if _, ok := ctx.Deadline(); !ok {
+		return nil, errors.New("fakeCluster: a member add without a deadline can wait forever")
+	}
 	if len(f.addErrs) > 0 {
 		err := f.addErrs[0]
 		f.addErrs = f.addErrs[1:]
@@ -40,7 +45,9 @@ func (f *fakeCluster) MemberAddAsLearner(_ context.Context, peerURLs []string) (
 	return &clientv3.MemberAddResponse{Member: m, Members: f.members}, nil
 }
 
-func (f *fakeCluster) MemberRemove(context.Context, uint64) (*clientv3.MemberRemoveResponse, error) {
+func (f *fakeCluster) MemberRemove(_ context.Context, id uint64) (*clientv3.MemberRemoveResponse, error) {
+	f.removed = append(f.removed, id)
+	f.members = slices.DeleteFunc(f.members, func(m *etcdserverpb.Member) bool { return m.ID == id })
 	return &clientv3.MemberRemoveResponse{}, nil
 }
 
@@ -109,5 +116,57 @@ func TestJoinRetriesAnIDRemovedThisSecond(t *testing.T) {
 	j, err := Join(context.Background(), zaptest.NewLogger(t), clockwork.NewRealClock(), f, testSelf)
 	if err != nil || j.ID != 100 || f.adds != 2 {
 		t.Fatalf("Join = %+v, %v after %d adds; want the second add", j, err, f.adds)
+	}
+}
+
+// A replica whose data was lost (a StatefulSet pod whose volume was deleted
+// with it) finds its own learner entry; with --replace-own-learner it
+// removes that entry and joins anew, and it never removes a voter or
+// another replica's entry.
+func TestJoinReplacesItsOwnLearnerOnlyWhenAsked(t *testing.T) {
+	own := func() *etcdserverpb.Member {
+		return &etcdserverpb.Member{ID: 7, Name: "r1", PeerURLs: []string{"http://p1"}, IsLearner: true}
+	}
+	self := testSelf
+	self.ReplaceOwnLearner = true
+	f := &fakeCluster{members: []*etcdserverpb.Member{voter(), own()}}
+	j, err := Join(context.Background(), zaptest.NewLogger(t), clockwork.NewRealClock(), f, self)
+	if err != nil || j.ID != 100 || !slices.Equal(f.removed, []uint64{7}) || f.adds != 1 {
+		t.Fatalf("Join = %+v, %v, removed %x, %d adds; want 7 removed and a new learner added", j, err, f.removed, f.adds)
+	}
+
+	f = &fakeCluster{members: []*etcdserverpb.Member{voter(), own()}}
+	_, err = Join(context.Background(), zaptest.NewLogger(t), clockwork.NewRealClock(), f, testSelf)
+	if !errors.Is(err, ErrPeerURLsTaken) || !strings.Contains(err.Error(), "--replace-own-learner") || len(f.removed) != 0 {
+		t.Fatalf("without the flag: err %v, removed %x; want refused, naming --replace-own-learner, nothing removed", err, f.removed)
+	}
+
+	for _, tc := range []struct {
+		name string
+		mem  *etcdserverpb.Member
+	}{
+		{"a voter under its name", &etcdserverpb.Member{ID: 7, Name: "r1", PeerURLs: []string{"http://p1"}}},
+		{"another learner at its URLs", &etcdserverpb.Member{ID: 7, Name: "r9", PeerURLs: []string{"http://p1"}, IsLearner: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeCluster{members: []*etcdserverpb.Member{voter(), tc.mem}}
+			_, err := Join(context.Background(), zaptest.NewLogger(t), clockwork.NewRealClock(), f, self)
+			if !errors.Is(err, ErrPeerURLsTaken) || len(f.removed) != 0 || f.adds != 0 {
+				t.Fatalf("err %v, removed %x, %d adds; want refused and nothing changed", err, f.removed, f.adds)
+			}
+		})
+	}
+}
+
+// raft drops a membership change proposed while another is pending (two
+// replicas joining at once), and etcd waits for the dropped one until the
+// request ends: the add has a deadline, and one that ran out is tried again.
+func TestJoinRetriesAnAddThatTimedOut(t *testing.T) {
+	for _, timedOut := range []error{context.DeadlineExceeded, rpctypes.ErrTimeout} {
+		f := &fakeCluster{members: []*etcdserverpb.Member{voter()}, addErrs: []error{timedOut, nil}}
+		j, err := Join(context.Background(), zaptest.NewLogger(t), clockwork.NewRealClock(), f, testSelf)
+		if err != nil || j.ID != 100 || f.adds != 2 {
+			t.Fatalf("%v, then added: Join = %+v, %v after %d adds; want the second add", timedOut, j, err, f.adds)
+		}
 	}
 }

@@ -2,11 +2,17 @@ package membership
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/understudy-kv/understudy/backoff"
 )
 
 // Promote promotes the learner target (name or hex ID) of sts, the
@@ -79,10 +85,21 @@ func leaderMatch(ctx context.Context, hc *http.Client, sts []*Member, id uint64)
 	return p.Match, st.Commit, nil
 }
 
+// removeTimeout bounds one member remove, and removeRetry is the wait
+// before the next: raft holds one membership change at a time and drops
+// another proposed meanwhile (two pods leaving at once), and etcd waits
+// for the dropped one until the request ends.
+const (
+	removeTimeout = 5 * time.Second
+	removeRetry   = 500 * time.Millisecond
+)
+
 // Leave removes the learner target (name or hex ID) of sts. Voters are
 // refused: removing one changes the quorum, which is etcdctl member
-// remove's business, knowingly.
-func Leave(ctx context.Context, cli *clientv3.Client, sts []*Member, target string) (*Member, error) {
+// remove's business, knowingly. A remove that times out is asked again
+// until ctx ends, clock pacing it; one that finds the member gone was
+// applied late, and is done.
+func Leave(ctx context.Context, clock clockwork.Clock, cli *clientv3.Client, sts []*Member, target string) (*Member, error) {
 	s, err := Find(sts, target)
 	if err != nil {
 		return nil, err
@@ -90,8 +107,24 @@ func Leave(ctx context.Context, cli *clientv3.Client, sts []*Member, target stri
 	if !s.IsLearner {
 		return s, fmt.Errorf("%w: %s (%s) is a voter; remove voters with etcdctl member remove, knowing the quorum it changes", ErrRefused, s.Name, s.ID)
 	}
-	if _, err := cli.MemberRemove(ctx, s.id); err != nil {
-		return s, fmt.Errorf("membership: remove %s (%s): %w", s.Name, s.ID, err)
+	for try := 1; ; try++ {
+		rctx, cancel := context.WithTimeout(ctx, removeTimeout)
+		_, err := cli.MemberRemove(rctx, s.id)
+		cancel()
+		switch {
+		case err == nil:
+			return s, nil
+		case try > 1 && hasErr(err, rpctypes.ErrMemberNotFound):
+			return s, nil
+		case ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || hasErr(err, rpctypes.ErrTimeout) || hasErr(err, rpctypes.ErrTimeoutDueToLeaderFail)):
+			return s, fmt.Errorf("membership: remove %s (%s): %w", s.Name, s.ID, err)
+		}
+		if werr := backoff.Wait(ctx, clock, removeRetry); werr != nil {
+			return s, fmt.Errorf("membership: remove %s (%s): %w (after %v)", s.Name, s.ID, werr, err)
+		}
 	}
-	return s, nil
+}
+
+func hasErr(err, target error) bool {
+	return errors.Is(err, target) || strings.Contains(err.Error(), target.Error())
 }

@@ -105,7 +105,7 @@ func TestRefusals(t *testing.T) {
 			t.Errorf("promote %s: %v, want a refusal with %q", target, err, want)
 		}
 	}
-	if _, err := Leave(context.Background(), nil, sts, "m1"); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "is a voter") {
+	if _, err := Leave(context.Background(), nil, nil, sts, "m1"); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "is a voter") {
 		t.Errorf("leave of a voter: %v", err)
 	}
 }

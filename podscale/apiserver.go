@@ -14,6 +14,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/understudy-kv/understudy/backoff"
 )
 
 // DefaultServiceAccountDir is where Kubernetes mounts a pod's service
@@ -110,9 +115,17 @@ func Read(ctx context.Context, cfg Config, p Pod) (StatefulSet, error) {
 			return StatefulSet{Found: false}, nil
 		}
 		return StatefulSet{}, fmt.Errorf("podscale: get StatefulSet %s/%s: 404 without the API server's NotFound for it: %s", cfg.Namespace, p.StatefulSet, strings.TrimSpace(string(body)))
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return StatefulSet{}, fmt.Errorf("podscale: get StatefulSet %s/%s: %s (the pod's service account needs get on statefulsets in its namespace: deploy/kubernetes/base/rbac.yaml): %s",
-			cfg.Namespace, p.StatefulSet, resp.Status, strings.TrimSpace(string(body)))
+	case http.StatusUnauthorized:
+		// The API server's own refusal of the token the kubelet keeps
+		// fresh: the service account is gone. Any other 401 (a proxy) is
+		// no reason to leave.
+		if apiStatus(body, "Unauthorized", http.StatusUnauthorized) {
+			return StatefulSet{AccountGone: true}, nil
+		}
+		return StatefulSet{}, fmt.Errorf("podscale: get StatefulSet %s/%s: 401 without the API server's Unauthorized Status: %s", cfg.Namespace, p.StatefulSet, strings.TrimSpace(string(body)))
+	case http.StatusForbidden:
+		return StatefulSet{}, fmt.Errorf("%w: get StatefulSet %s/%s: %s (the pod's service account needs get on statefulsets in its namespace: deploy/kubernetes/base/rbac.yaml): %s",
+			ErrForbidden, cfg.Namespace, p.StatefulSet, resp.Status, strings.TrimSpace(string(body)))
 	default:
 		return StatefulSet{}, fmt.Errorf("podscale: get StatefulSet %s/%s: %s: %s", cfg.Namespace, p.StatefulSet, resp.Status, strings.TrimSpace(string(body)))
 	}
@@ -148,15 +161,51 @@ func notFound(body []byte, name string) bool {
 	return st.Kind == "Status" && st.Reason == "NotFound" && st.Details.Kind == "statefulsets" && st.Details.Group == "apps" && st.Details.Name == name
 }
 
-// Check reads the pod's StatefulSet and decides.
-func Check(ctx context.Context, cfg Config, pod string) (Verdict, error) {
+// apiStatus reports whether body is the API server's Status with reason
+// and code.
+func apiStatus(body []byte, reason string, code int) bool {
+	var st struct {
+		Kind   string `json:"kind"`
+		Reason string `json:"reason"`
+		Code   int    `json:"code"`
+	}
+	return json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Reason == reason && st.Code == code
+}
+
+// ErrForbidden is the API server's 403 for the pod's StatefulSet.
+var ErrForbidden = errors.New("podscale: forbidden")
+
+// A 403 is asked again, forbiddenWait apart, forbiddenTries times in all
+// (12 s), before it counts: an uninstall deletes the Role and the
+// ServiceAccount together, and the API server goes on accepting the
+// account's token for up to 10 s (its cache of authenticated tokens) after
+// the Role is gone; then it refuses the token (401), which is the
+// uninstall's sign. A 403 that lasts is the RBAC missing: the member stays.
+const (
+	forbiddenTries = 7
+	forbiddenWait  = 2 * time.Second
+)
+
+// Check reads the pod's StatefulSet and decides; clock paces the asks
+// again after a 403 (nil: the real clock).
+func Check(ctx context.Context, clock clockwork.Clock, cfg Config, pod string) (Verdict, error) {
 	p, err := ParsePod(pod)
 	if err != nil {
 		return Verdict{}, err
 	}
-	s, err := Read(ctx, cfg, p)
-	if err != nil {
-		return Verdict{}, err
+	if clock == nil {
+		clock = clockwork.NewRealClock()
 	}
-	return Decide(p, s), nil
+	for try := 1; ; try++ {
+		s, err := Read(ctx, cfg, p)
+		switch {
+		case err == nil:
+			return Decide(p, s), nil
+		case !errors.Is(err, ErrForbidden) || try == forbiddenTries:
+			return Verdict{}, err
+		}
+		if werr := backoff.Wait(ctx, clock, forbiddenWait); werr != nil {
+			return Verdict{}, fmt.Errorf("%w (then %v)", err, werr)
+		}
+	}
 }

@@ -4,7 +4,8 @@
 // SIGTERM to a pod that is rescheduled (a rolling update, a drain) and to
 // one a scale-down or an uninstall removes, and only the StatefulSet's
 // spec.replicas tells them apart: a pod whose ordinal is at or above it, or
-// whose StatefulSet is gone or being deleted, will not come back, and its
+// whose StatefulSet or service account is gone or being deleted, will not
+// come back, and its
 // learner entry would take one of the voters' --max-learners slots forever.
 //
 // It reads the StatefulSet with the pod's service account (RBAC: get on
@@ -51,6 +52,11 @@ type StatefulSet struct {
 	Deleting bool
 	// Start is spec.ordinals.start (0 unless set).
 	Start int
+	// AccountGone is set when the API server refused the pod's own token
+	// (401): its service account was deleted, which in a running pod
+	// happens when the overlay is uninstalled (kubectl delete -k deletes
+	// the ServiceAccount before the StatefulSet, and the pods stop after).
+	AccountGone bool
 }
 
 // Verdict is whether the pod should leave, and why, in words for the log
@@ -68,6 +74,8 @@ type Verdict struct {
 // name and data.
 func Decide(p Pod, s StatefulSet) Verdict {
 	switch {
+	case s.AccountGone:
+		return Verdict{true, fmt.Sprintf("the pod's service account is gone (its token is refused: 401), as an uninstall deletes it with StatefulSet %s: pod %s will not come back", p.StatefulSet, p)}
 	case !s.Found:
 		return Verdict{true, fmt.Sprintf("StatefulSet %s is gone (uninstalled): pod %s will not come back", p.StatefulSet, p)}
 	case s.Deleting:

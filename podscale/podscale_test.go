@@ -44,6 +44,7 @@ func TestDecide(t *testing.T) {
 		{"scaled to 0", p(0), StatefulSet{Found: true, Replicas: 0}, true},
 		{"uninstalled", p(0), StatefulSet{Found: false}, true},
 		{"being deleted", p(0), StatefulSet{Found: true, Replicas: 2, Deleting: true}, true},
+		{"service account deleted (uninstalled)", p(0), StatefulSet{AccountGone: true}, true},
 		{"ordinals from 3, kept", p(4), StatefulSet{Found: true, Replicas: 2, Start: 3}, false},
 		{"ordinals from 3, above", p(5), StatefulSet{Found: true, Replicas: 2, Start: 3}, true},
 		{"ordinals moved past it", p(1), StatefulSet{Found: true, Replicas: 2, Start: 3}, true},
@@ -70,6 +71,20 @@ func TestNotFound(t *testing.T) {
 	} {
 		if notFound([]byte(body), "s") {
 			t.Errorf("%s: taken as StatefulSet s gone", body)
+		}
+	}
+}
+
+// Only the API server's own Unauthorized Status means the pod's service
+// account is gone: a 401 from anything else is no reason to leave.
+func TestUnauthorizedStatus(t *testing.T) {
+	own := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`
+	if !apiStatus([]byte(own), "Unauthorized", 401) {
+		t.Errorf("the API server's 401 Status: not recognised")
+	}
+	for _, body := range []string{`Unauthorized`, `{"kind":"Status","reason":"Forbidden","code":403}`, `{"reason":"Unauthorized","code":401}`} {
+		if apiStatus([]byte(body), "Unauthorized", 401) {
+			t.Errorf("%s: taken as the API server's Unauthorized", body)
 		}
 	}
 }

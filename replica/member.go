@@ -126,7 +126,7 @@ func probeJoin(ctx context.Context, cfg config.Replica, cli *clientv3.Client) (l
 }
 
 func self(cfg config.Replica) learner.Self {
-	return learner.Self{Name: cfg.Name, PeerURLs: cfg.AdvertisePeerURLs, DataDir: cfg.DataDir, Join: cfg.Join}
+	return learner.Self{Name: cfg.Name, PeerURLs: cfg.AdvertisePeerURLs, DataDir: cfg.DataDir, Join: cfg.Join, ReplaceOwnLearner: cfg.ReplaceOwnLearner}
 }
 
 // start starts the embedded member: as the member its data dir holds, or,

@@ -2,8 +2,10 @@
 # Renders the Kubernetes manifests offline (deploy/kubernetes/overlays/reader,
 # overlays/standby, overlays/cascaded, monitoring) with `kubectl kustomize`
 # (or `kustomize build`), and checks each overlay yields its StatefulSet,
-# headless and client Services, PodDisruptionBudget and ServiceMonitor, and
-# the cascaded overlay its Deployment, client Service, HPA and PDB. CI's Go test test/deploy
+# headless and client Services and PodDisruptionBudget and no CRD's object
+# (the ServiceMonitor is in monitoring, optional), the cascaded overlay its
+# Deployment, client Service, HPA and PDB, and monitoring its ServiceMonitor
+# and PrometheusRule. CI's Go test test/deploy
 # checks the replica's settings in them without kubectl.
 set -euo pipefail
 cd "$(dirname "$0")/../deploy/kubernetes"
@@ -18,10 +20,13 @@ fi
 for overlay in reader standby; do
   out=$(build "overlays/$overlay")
   for want in "kind: StatefulSet" "name: understudy-replica-$overlay$" "clusterIP: None" \
-    "name: understudy-replica-client-$overlay$" "kind: PodDisruptionBudget" "kind: ServiceMonitor" \
+    "name: understudy-replica-client-$overlay$" "kind: PodDisruptionBudget" \
     "value: understudy-replica-$overlay$" "UNDERSTUDY_ROLE: $overlay$"; do
     grep -q -- "$want" <<<"$out" || { echo "check-kubernetes: overlays/$overlay: no '$want'" >&2; exit 1; }
   done
+  if grep -q "monitoring.coreos.com" <<<"$out"; then
+    echo "check-kubernetes: overlays/$overlay: a prometheus-operator object (it belongs in monitoring)" >&2; exit 1
+  fi
   echo "overlays/$overlay: $(grep -c '^kind:' <<<"$out") objects"
 done
 out=$(build overlays/cascaded)
@@ -34,5 +39,7 @@ if grep -q -- "UNDERSTUDY_JOIN\|kind: StatefulSet\|PersistentVolumeClaim" <<<"$o
 fi
 echo "overlays/cascaded: $(grep -c '^kind:' <<<"$out") objects"
 out=$(build monitoring)
-grep -q "kind: PrometheusRule" <<<"$out" || { echo "check-kubernetes: monitoring: no PrometheusRule" >&2; exit 1; }
+for want in "kind: PrometheusRule" "kind: ServiceMonitor"; do
+  grep -q -- "$want" <<<"$out" || { echo "check-kubernetes: monitoring: no '$want'" >&2; exit 1; }
+done
 echo "monitoring: $(grep -c '^kind:' <<<"$out") objects"

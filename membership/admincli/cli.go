@@ -12,6 +12,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/understudy-kv/understudy/backoff"
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/membership"
 	"github.com/understudy-kv/understudy/podscale"
@@ -29,6 +30,13 @@ func Run(ctx context.Context, clock clockwork.Clock, a config.Admin, stdout, std
 		return code
 	}
 	if a.Command == "leave" && a.IfScaledDown {
+		if a.ShutdownDelay > 0 {
+			// Endpoints first: the pod keeps serving while kube-proxy
+			// and its peers stop sending clients to it.
+			if err := backoff.Wait(ctx, clock, a.ShutdownDelay); err != nil {
+				return fail(1, "--shutdown-delay: %v; the member stays", err)
+			}
+		}
 		v, err := scaledDown(ctx, a)
 		if err != nil {
 			return fail(1, "%v; the member stays", err)
@@ -60,7 +68,7 @@ func Run(ctx context.Context, clock clockwork.Clock, a config.Admin, stdout, std
 		}
 		fmt.Fprintf(stdout, "Member %s promoted in cluster\n", s.ID)
 	case "leave":
-		s, err := membership.Leave(ctx, cli, sts, a.Target)
+		s, err := membership.Leave(ctx, clock, cli, sts, a.Target)
 		if err != nil {
 			return fail(1, "%v", err)
 		}
@@ -84,7 +92,7 @@ func scaledDown(ctx context.Context, a config.Admin) (podscale.Verdict, error) {
 	if err != nil {
 		return podscale.Verdict{}, err
 	}
-	return podscale.Check(ctx, kc, a.Target)
+	return podscale.Check(ctx, nil, kc, a.Target)
 }
 
 // status prints every member, the cascaded replicas asked for, and (as a

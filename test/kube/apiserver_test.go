@@ -113,8 +113,9 @@ type apiserver struct {
 }
 
 // startAPIServer starts kube-apiserver on 127.0.0.1 storing in etcdServers
-// and waits until its /readyz answers ok.
-func startAPIServer(t *testing.T, bin string, etcdServers []string) *apiserver {
+// and waits until its /readyz answers ok. extra flags come last (a flag
+// given twice takes the last value).
+func startAPIServer(t *testing.T, bin string, etcdServers []string, extra ...string) *apiserver {
 	t.Helper()
 	dir := t.TempDir()
 	saKey := filepath.Join(dir, "sa.key")
@@ -145,6 +146,7 @@ func startAPIServer(t *testing.T, bin string, etcdServers []string) *apiserver {
 		"--profiling=false",
 		"--v", "1",
 	}
+	args = append(args, extra...)
 	a := &apiserver{
 		Proc:    harness.Start(t, harness.ProcConfig{Name: "kube-apiserver", Bin: bin, Args: args}),
 		URL:     "https://127.0.0.1:" + strconv.Itoa(port),

@@ -30,6 +30,11 @@ type server struct {
 	proc      *harness.Proc
 	// serving waits until the restarted server serves again.
 	serving func(t *testing.T)
+	// On the node (node_test.go) a server is a pod: stop deletes it (its
+	// StatefulSet starts it again, which serving waits for), and
+	// metricsURL is where its /metrics is now; proc is nil.
+	stop       func(t *testing.T)
+	metricsURL func(t *testing.T) string
 }
 
 // TestKubeAPIServer runs a real kube-apiserver storing in etcd through the
@@ -103,7 +108,7 @@ func kubeScenario(t *testing.T, bins kubeBins, c *harness.Cluster, servers []*se
 	k := newKubectl(t, bins.kubectl, a.URL)
 	k.must(t, "", "create", "namespace", ns)
 
-	step(t, "create, consistent list, conflict", func() { crudAndConflict(t, k, c) })
+	step(t, "create, consistent list, conflict", func() { crudAndConflict(t, k, c.Client(t), "/registry") })
 	step(t, "watch across kills and restarts", func() { watchAcrossRestarts(t, k, servers) })
 	step(t, "CRD and custom resource", func() { customResource(t, k) })
 	step(t, "kubectl apply --dry-run=server of deploy/kubernetes", func() { dryRunManifests(t, k) })
@@ -164,9 +169,9 @@ func configMap(name, rv string, data map[string]string) string {
 
 // crudAndConflict creates a ConfigMap, checks that every consistent list
 // after an update shows it, that a replace with a stale resourceVersion is
-// refused with a conflict, that the object is in etcd under /registry, and
-// deletes it.
-func crudAndConflict(t *testing.T, k *kubectl, c *harness.Cluster) {
+// refused with a conflict, that the object is in the voters' etcd (read
+// with etcd) under prefix, and deletes it.
+func crudAndConflict(t *testing.T, k *kubectl, etcd *clientv3.Client, prefix string) {
 	created := decode(t, k.must(t, configMap("cm1", "", map[string]string{"v": "0"}), "create", "-f", "-", "-o", "json"))
 	first := created
 	for i := 1; i <= 5; i++ {
@@ -197,7 +202,7 @@ func crudAndConflict(t *testing.T, k *kubectl, c *harness.Cluster) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := c.Client(t).Get(ctx, "/registry/configmaps/"+ns+"/cm1")
+	resp, err := etcd.Get(ctx, prefix+"/configmaps/"+ns+"/cm1")
 	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].ModRevision != rv(t, created) {
 		t.Fatalf("cm1 in the voters' etcd: %v, %v; want mod revision %d", kvsOf(resp), err, rv(t, created))
 	}

@@ -27,7 +27,9 @@ func TestPreStopLeavesOnlyWhenScaledDown(t *testing.T) {
 	bins := kubeBinaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{Kinds: []harness.Kind{harness.KindEtcd, harness.KindEtcd, harness.KindEtcd}})
 	const sts = "understudy-replica-reader"
-	for _, name := range []string{sts + "-0", sts + "-1"} {
+	// understudy-replica-gone-0's StatefulSet was never created: as if
+	// deleted before its pod stopped.
+	for _, name := range []string{sts + "-0", sts + "-1", "understudy-replica-gone-0"} {
 		harness.StartReplica(t, c, harness.ReplicaConfig{Name: name})
 	}
 	a := startAPIServer(t, bins.apiserver, c.Endpoints())
@@ -112,11 +114,19 @@ func TestPreStopLeavesOnlyWhenScaledDown(t *testing.T) {
 	if out, err := hook(sa, sts+"-0"); err != nil || !strings.Contains(out, "stays") || !listed(sts+"-0") {
 		t.Fatalf("preStop of %s after a scale to 1: %v, %q; members %v: want it kept", sts+"-0", err, out, members())
 	}
-	// Uninstalled (kubectl delete -k deletes the StatefulSet first): the
-	// last one leaves too, and no voter ever did.
-	k.must(t, "", "delete", "statefulset", sts, "-n", "kube-system")
-	if out, err := hook(sa, sts+"-0"); err != nil || !strings.Contains(out, "leaves") || listed(sts+"-0") {
-		t.Fatalf("preStop of %s after the StatefulSet was deleted: %v, %q; members %v: want it removed", sts+"-0", err, out, members())
+	// Its StatefulSet gone (the API server's NotFound): it leaves.
+	if out, err := hook(sa, "understudy-replica-gone-0"); err != nil || !strings.Contains(out, "is gone") || listed("understudy-replica-gone-0") {
+		t.Fatalf("preStop of understudy-replica-gone-0, whose StatefulSet does not exist: %v, %q; members %v: want it removed", err, out, members())
+	}
+	// Uninstalled as `kubectl delete -k` does it: the ServiceAccount, Role
+	// and RoleBinding are deleted before the StatefulSet, and the pods stop
+	// after, so the hook's own token is refused (401): the last one
+	// leaves too, and no voter ever did.
+	for _, kind := range []string{"serviceaccount", "role", "rolebinding", "statefulset"} {
+		k.must(t, "", "delete", kind, sts, "-n", "kube-system")
+	}
+	if out, err := hook(sa, sts+"-0"); err != nil || !strings.Contains(out, "401") || !strings.Contains(out, "leaves") || listed(sts+"-0") {
+		t.Fatalf("preStop of %s after kubectl delete -k: %v, %q; members %v: want it removed", sts+"-0", err, out, members())
 	}
 	if got := members(); len(got) != 3 {
 		t.Fatalf("members after scale-down and uninstall: %v, want the 3 voters alone", got)

@@ -169,9 +169,18 @@ func update(t *testing.T, k *kubectl, i int) int {
 // kill SIGKILLs s and returns how many etcd watchers it served.
 func kill(t *testing.T, s *server) int {
 	t.Helper()
-	n, err := watchers(s.url)
+	url := s.url
+	if s.metricsURL != nil {
+		url = s.metricsURL(t)
+	}
+	n, err := watchers(url)
 	if err != nil {
 		t.Fatalf("before killing %s: %v", s.name, err)
+	}
+	if s.stop != nil {
+		t.Logf("stop %s, serving %d etcd watchers", s.name, n)
+		s.stop(t)
+		return n
 	}
 	t.Logf("kill -9 %s (pid %d), serving %d etcd watchers", s.name, s.proc.PID(), n)
 	s.proc.Kill()
@@ -181,7 +190,9 @@ func kill(t *testing.T, s *server) int {
 func restart(t *testing.T, s *server) {
 	t.Helper()
 	start := time.Now()
-	s.proc.Restart(t)
+	if s.proc != nil {
+		s.proc.Restart(t)
+	}
 	s.serving(t)
 	t.Logf("%s restarted, serving again in %v", s.name, time.Since(start).Round(time.Millisecond))
 }
