@@ -124,10 +124,19 @@ func joinOnce(ctx context.Context, m Membership, self Self) (Joined, error) {
 			case mem.Name == name && mem.IsLearner && self.ReplaceOwnLearner:
 				// This replica's own entry, its data lost: a learner
 				// counts for no quorum, so removing it is safe.
-				if _, err := m.MemberRemove(ctx, mem.ID); err != nil {
-					return Joined{}, fmt.Errorf("learner: --replace-own-learner: remove learner %q (ID %x): %w", name, mem.ID, err)
+				rctx, cancel := context.WithTimeout(ctx, addTimeout)
+				_, err := m.MemberRemove(rctx, mem.ID)
+				cancel()
+				switch {
+				case err == nil || isErr(err, rpctypes.ErrMemberNotFound):
+					// Removed, by this call or by the old pod's own leave.
+					return Joined{}, fmt.Errorf("%w: %q (ID %x)", errReplacedOwnLearner, name, mem.ID)
+				case ctx.Err() == nil && timedOut(err):
+					// Dropped beside another change: the next attempt
+					// lists the members again.
+					return Joined{}, fmt.Errorf("%w: remove %x: %v", errAddTimedOut, mem.ID, err)
 				}
-				return Joined{}, fmt.Errorf("%w: %q (ID %x)", errReplacedOwnLearner, name, mem.ID)
+				return Joined{}, fmt.Errorf("learner: --replace-own-learner: remove learner %q (ID %x): %w", name, mem.ID, err)
 			}
 			return Joined{}, peerURLsTaken(self, mem)
 		}
@@ -138,7 +147,7 @@ func joinOnce(ctx context.Context, m Membership, self Self) (Joined, error) {
 	switch {
 	case err == nil:
 		return Joined{ID: resp.Member.ID, InitialCluster: initialCluster(resp.Members, resp.Member.ID, name), Added: true}, nil
-	case ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || isErr(err, rpctypes.ErrTimeout) || isErr(err, rpctypes.ErrTimeoutDueToLeaderFail)):
+	case ctx.Err() == nil && timedOut(err):
 		// raft holds one membership change at a time and drops a second
 		// proposed meanwhile (another replica joining at once), and etcd
 		// waits for the dropped one until the request ends. Whether or
@@ -159,6 +168,9 @@ func joinOnce(ctx context.Context, m Membership, self Self) (Joined, error) {
 				return Joined{}, peerURLsTaken(self, mem)
 			}
 		}
+		// Nobody in the list read before the add: an earlier add that
+		// timed out was applied since. The next attempt takes it over.
+		return Joined{}, fmt.Errorf("%w: %v", errAddTimedOut, err)
 	}
 	return Joined{}, fmt.Errorf("learner: add as learner: %w", err)
 }
@@ -214,6 +226,11 @@ var errReplacedOwnLearner = errors.New("learner: removed this replica's own lear
 // addTimeout bounds one member add; etcd's own request timeout is 5 s
 // plus two elections.
 const addTimeout = 10 * time.Second
+
+// timedOut is a membership change that got no answer in time.
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || isErr(err, rpctypes.ErrTimeout) || isErr(err, rpctypes.ErrTimeoutDueToLeaderFail)
+}
 
 // errAddTimedOut is a member add that got no answer within addTimeout.
 var errAddTimedOut = errors.New("learner: the member add was not answered in time")

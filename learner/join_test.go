@@ -45,7 +45,10 @@ func (f *fakeCluster) MemberAddAsLearner(ctx context.Context, peerURLs []string)
 	return &clientv3.MemberAddResponse{Member: m, Members: f.members}, nil
 }
 
-func (f *fakeCluster) MemberRemove(_ context.Context, id uint64) (*clientv3.MemberRemoveResponse, error) {
+func (f *fakeCluster) MemberRemove(ctx context.Context, id uint64) (*clientv3.MemberRemoveResponse, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		return nil, errors.New("fakeCluster: a member remove without a deadline can wait forever")
+	}
 	f.removed = append(f.removed, id)
 	f.members = slices.DeleteFunc(f.members, func(m *etcdserverpb.Member) bool { return m.ID == id })
 	return &clientv3.MemberRemoveResponse{}, nil
@@ -168,5 +171,16 @@ func TestJoinRetriesAnAddThatTimedOut(t *testing.T) {
 		if err != nil || j.ID != 100 || f.adds != 2 {
 			t.Fatalf("%v, then added: Join = %+v, %v after %d adds; want the second add", timedOut, j, err, f.adds)
 		}
+	}
+}
+
+// An add that timed out may be applied after the next attempt listed the
+// members: that attempt's add finds its URLs taken by nobody it listed,
+// and the one after takes the entry over.
+func TestJoinRetriesAnAddRefusedForAnEntryItDidNotList(t *testing.T) {
+	f := &fakeCluster{members: []*etcdserverpb.Member{voter()}, addErrs: []error{rpctypes.ErrPeerURLExist, nil}}
+	j, err := Join(context.Background(), zaptest.NewLogger(t), clockwork.NewRealClock(), f, testSelf)
+	if err != nil || j.ID != 100 || f.adds != 2 {
+		t.Fatalf("Join = %+v, %v after %d adds; want the second add", j, err, f.adds)
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -97,8 +99,8 @@ const (
 // Leave removes the learner target (name or hex ID) of sts. Voters are
 // refused: removing one changes the quorum, which is etcdctl member
 // remove's business, knowingly. A remove that times out is asked again
-// until ctx ends, clock pacing it; one that finds the member gone was
-// applied late, and is done.
+// until ctx ends, clock pacing it, after listing the members again: gone
+// means an earlier remove was applied; promoted meanwhile is refused.
 func Leave(ctx context.Context, clock clockwork.Clock, cli *clientv3.Client, sts []*Member, target string) (*Member, error) {
 	s, err := Find(sts, target)
 	if err != nil {
@@ -121,6 +123,22 @@ func Leave(ctx context.Context, clock clockwork.Clock, cli *clientv3.Client, sts
 		}
 		if werr := backoff.Wait(ctx, clock, removeRetry); werr != nil {
 			return s, fmt.Errorf("membership: remove %s (%s): %w (after %v)", s.Name, s.ID, werr, err)
+		}
+		// Listed again before asking again: the remove may have been
+		// applied late, or the learner promoted meanwhile (a standby
+		// taking over), and a voter is never removed here.
+		lctx, cancel := context.WithTimeout(ctx, removeTimeout)
+		list, lerr := cli.MemberList(lctx)
+		cancel()
+		if lerr != nil {
+			return s, fmt.Errorf("membership: remove %s (%s): %v; then listing the members: %w", s.Name, s.ID, err, lerr)
+		}
+		i := slices.IndexFunc(list.Members, func(m *etcdserverpb.Member) bool { return m.ID == s.id })
+		switch {
+		case i < 0:
+			return s, nil
+		case !list.Members[i].IsLearner:
+			return s, fmt.Errorf("%w: %s (%s) became a voter while its removal waited; remove voters with etcdctl member remove, knowing the quorum it changes", ErrRefused, s.Name, s.ID)
 		}
 	}
 }

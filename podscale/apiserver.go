@@ -175,20 +175,21 @@ func apiStatus(body []byte, reason string, code int) bool {
 // ErrForbidden is the API server's 403 for the pod's StatefulSet.
 var ErrForbidden = errors.New("podscale: forbidden")
 
-// A 403 is asked again, forbiddenWait apart, forbiddenTries times in all
-// (12 s), before it counts: an uninstall deletes the Role and the
-// ServiceAccount together, and the API server goes on accepting the
-// account's token for up to 10 s (its cache of authenticated tokens) after
-// the Role is gone; then it refuses the token (401), which is the
-// uninstall's sign. A 403 that lasts is the RBAC missing: the member stays.
+// A 403 or a 401 is asked again, forbiddenWait apart, forbiddenTries times
+// in all (12 s), before it counts. An uninstall deletes the Role and the
+// ServiceAccount together; the API server goes on accepting the account's
+// token for up to 10 s (its cache of authenticated tokens) after the Role
+// is gone, then refuses it (401), which is the uninstall's sign once it
+// lasts. A 403 that lasts is the RBAC missing: the member stays.
 const (
 	forbiddenTries = 7
 	forbiddenWait  = 2 * time.Second
 )
 
-// Check reads the pod's StatefulSet and decides; clock paces the asks
-// again after a 403 (nil: the real clock).
-func Check(ctx context.Context, clock clockwork.Clock, cfg Config, pod string) (Verdict, error) {
+// Check reads the pod's StatefulSet, with the Config load gives at each
+// ask (the kubelet refreshes the token file), and decides; clock paces the
+// asks again (nil: the real clock).
+func Check(ctx context.Context, clock clockwork.Clock, load func() (Config, error), pod string) (Verdict, error) {
 	p, err := ParsePod(pod)
 	if err != nil {
 		return Verdict{}, err
@@ -197,15 +198,20 @@ func Check(ctx context.Context, clock clockwork.Clock, cfg Config, pod string) (
 		clock = clockwork.NewRealClock()
 	}
 	for try := 1; ; try++ {
+		cfg, err := load()
+		if err != nil {
+			return Verdict{}, err
+		}
 		s, err := Read(ctx, cfg, p)
+		last := try == forbiddenTries
 		switch {
-		case err == nil:
+		case err == nil && (!s.AccountGone || last):
 			return Decide(p, s), nil
-		case !errors.Is(err, ErrForbidden) || try == forbiddenTries:
+		case err != nil && (!errors.Is(err, ErrForbidden) || last):
 			return Verdict{}, err
 		}
 		if werr := backoff.Wait(ctx, clock, forbiddenWait); werr != nil {
-			return Verdict{}, fmt.Errorf("%w (then %v)", err, werr)
+			return Verdict{}, fmt.Errorf("podscale: asking again after a 401 or 403: %w", werr)
 		}
 	}
 }

@@ -26,6 +26,8 @@ func apiServer(t *testing.T, answers ...int) (Config, *atomic.Int32) {
 			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`))
 		case http.StatusForbidden:
 			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403}`))
+		case http.StatusOK:
+			_, _ = w.Write([]byte(`{"kind":"StatefulSet","apiVersion":"apps/v1","spec":{"replicas":2}}`))
 		}
 	}))
 	t.Cleanup(srv.Close)
@@ -44,16 +46,26 @@ func check(t *testing.T, cfg Config) (Verdict, error) {
 			clock.Advance(forbiddenWait)
 		}
 	}()
-	return Check(ctx, clock, cfg, "understudy-replica-reader-0")
+	return Check(ctx, clock, func() (Config, error) { return cfg, nil }, "understudy-replica-reader-0")
 }
 
 // Right after an uninstall, the API server may refuse the Role (403)
-// before it refuses the deleted account (401): the 403 is asked again.
+// before it refuses the deleted account (401): the 403 is asked again, and
+// so is the 401, which counts once it has lasted.
 func TestCheckAsksAgainAfterA403(t *testing.T) {
 	cfg, asks := apiServer(t, http.StatusForbidden, http.StatusForbidden, http.StatusUnauthorized)
 	v, err := check(t, cfg)
-	if err != nil || !v.Leave || asks.Load() != 3 {
-		t.Fatalf("403, 403, 401: %+v, %v after %d asks; want to leave at the third", v, err, asks.Load())
+	if err != nil || !v.Leave || asks.Load() != forbiddenTries {
+		t.Fatalf("403, 403, then 401: %+v, %v after %d asks; want to leave after %d", v, err, asks.Load(), forbiddenTries)
+	}
+}
+
+// A 401 that does not last (a token refreshed late) is no uninstall.
+func TestCheckAShortLived401IsNoUninstall(t *testing.T) {
+	cfg, asks := apiServer(t, http.StatusUnauthorized, http.StatusOK)
+	v, err := check(t, cfg)
+	if err != nil || v.Leave || asks.Load() != 2 {
+		t.Fatalf("401, then a StatefulSet: %+v, %v after %d asks; want the second ask read, and no leave", v, err, asks.Load())
 	}
 }
 

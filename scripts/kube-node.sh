@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A single-node Kubernetes on this machine, for issue 39 (not in CI): three
-# etcd voters (primary) on the pods' bridge, kube-apiserver storing in them,
+# etcd voters (primary) as static pods, as kubeadm runs etcd, on the host
+# network at the pods' bridge's address, kube-apiserver storing in them,
 # kube-controller-manager, kube-scheduler, kube-proxy, a kubelet and
 # containerd 2.x, every one built from its Go module; runc and the CNI
 # plugins from Debian; CoreDNS, metrics-server and local-path-provisioner as
@@ -47,6 +48,7 @@ sock=$RUN_DIR/containerd/containerd.sock
 etc=$NODE_DIR/etc
 pki=$NODE_DIR/pki
 kbin=
+VOTER_TAG=v3.7.3
 # shellcheck source=lib/node-pki.sh
 source scripts/lib/node-pki.sh
 # shellcheck source=lib/node-control-plane.sh
@@ -150,6 +152,7 @@ failCgroupV1: false
 failSwapOn: false
 containerRuntimeEndpoint: unix://$sock
 staticPodPath: $etc/manifests
+fileCheckFrequency: 2s
 address: 0.0.0.0
 clusterDNS: [$SERVICE_IP_DNS]
 clusterDomain: $CLUSTER_DOMAIN
@@ -214,6 +217,23 @@ busybox_image() {
   for applet in sh mkdir rm chmod ls cat; do ln -s busybox "$dir/root/bin/$applet"; done
   tar -C "$dir/root" -cf "$dir/root.tar" .
   printf 'FROM scratch\nADD root.tar /\nENTRYPOINT ["/bin/sh"]\n' >"$dir/Containerfile"
+  buildah --storage-driver vfs bud -q -t "$ref" "$dir" >/dev/null
+  buildah --storage-driver vfs push -q "$ref" "oci-archive:$dir/image.tar:$ref"
+  "$ctr" -a "$sock" -n k8s.io images import "$dir/image.tar" >/dev/null
+  buildah --storage-driver vfs rmi "$ref" >/dev/null 2>&1 || true
+  rm -rf "$dir"
+}
+
+# voter_image imports the voters' image: primary (etcd v3.7.3) and etcdctl,
+# as kubeadm's etcd image has etcd and etcdctl.
+voter_image() {
+  local ref=localhost/understudy-voter:$VOTER_TAG dir
+  "$ctr" -a "$sock" -n k8s.io images ls -q | grep -qx "$ref" && return 0
+  dir=$(mktemp -d)
+  mkdir -p "$dir/root/usr/local/bin" "$dir/root/var/lib/etcd"
+  cp "$NODE_DIR/bin/primary" "$NODE_DIR/bin/etcdctl" "$dir/root/usr/local/bin/"
+  tar -C "$dir/root" -cf "$dir/root.tar" .
+  printf 'FROM scratch\nADD root.tar /\nENV PATH=/usr/local/bin\nENTRYPOINT ["/usr/local/bin/primary"]\n' >"$dir/Containerfile"
   buildah --storage-driver vfs bud -q -t "$ref" "$dir" >/dev/null
   buildah --storage-driver vfs push -q "$ref" "oci-archive:$dir/image.tar:$ref"
   "$ctr" -a "$sock" -n k8s.io images import "$dir/image.tar" >/dev/null
@@ -290,7 +310,7 @@ up() {
   kbin=$(dirname "$kubelet")
   mkdir -p "$NODE_DIR/bin"
   CGO_ENABLED=0 go build -trimpath -o "$NODE_DIR/bin/" ./cmd/primary ./cmd/replica ./test/kubenode/pause
-  go build -o "$NODE_DIR/bin/etcdctl" go.etcd.io/etcd/etcdctl/v3
+  CGO_ENABLED=0 go build -trimpath -o "$NODE_DIR/bin/etcdctl" go.etcd.io/etcd/etcdctl/v3
   write_configs
   make_pki
   bridge
@@ -304,16 +324,23 @@ up() {
   node_image localhost/understudy-metrics-server:v0.8.0 "$(echo "$addons" | grep '/metrics-server-')"
   node_image localhost/understudy-local-path-provisioner:v0.0.30 "$(echo "$addons" | grep '/local-path-provisioner-')"
   busybox_image
+  voter_image
   understudy_image
-  start_control_plane
+  write_voters
+  write_kubeconfig "$etc/admin.kubeconfig"
+  # The kubelet first: it runs the voters' static pods before any API
+  # server exists, as on a kubeadm control-plane node.
   if [ ! -f "$RUN_DIR/kubelet.pid" ] || ! kill -0 "$(cat "$RUN_DIR/kubelet.pid")" 2>/dev/null; then
     nohup "$kubelet" --config "$etc/kubelet.yaml" --kubeconfig "$etc/admin.kubeconfig" --root-dir "$NODE_DIR/kubelet" \
       --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" >"$NODE_DIR/kubelet.log" 2>&1 &
     echo $! >"$RUN_DIR/kubelet.pid"
   fi
   wait_for "the static pod node-check running on $POD_SUBNET (logs: $NODE_DIR/kubelet.log, $NODE_DIR/containerd.log)" 120 pod_running
+  start_control_plane
   wait_for "node $NODE_NAME Ready" 120 kubectl_node wait --for condition=Ready "node/$NODE_NAME" --timeout 1s
   kubectl_node apply -f test/kubenode/addons/ >&2
+  # What kubeadm keeps of the cluster's configuration, for deploy/README.md's step 1.
+  kubectl_node -n kube-system get cm kubeadm-config >/dev/null 2>&1 || kubectl_node create -f test/kubenode/kubeadm-config.yaml >&2
   wait_for "CoreDNS and metrics-server available" 180 kubectl_node -n kube-system wait --for condition=Available deploy/coredns deploy/metrics-server --timeout 1s
   wait_for "the local-path provisioner available" 120 kubectl_node -n local-path-storage wait --for condition=Available deploy/local-path-provisioner --timeout 1s
   # What the node test (test/kube, TestOnNode) reads.
@@ -328,6 +355,7 @@ VOTERS=$(voter_endpoints)
 ETCD_PKI=$pki/etcd
 REPLICA=$NODE_DIR/bin/replica
 KUBE_NODE=$repo/scripts/kube-node.sh
+STATIC_PODS=$etc/manifests
 APISERVER_ETCD_CERT=$pki/apiserver-etcd-client.crt
 APISERVER_ETCD_KEY=$pki/apiserver-etcd-client.key
 EOF
@@ -339,7 +367,7 @@ EOF
 # voter N stop|start|rejoin: one voter, for the standby's checks.
 voter() {
   case ${1:-}/${2:-} in
-    [123]/stop) stop_pid "$RUN_DIR/voter-$1.pid" ;;
+    [123]/stop) stop_voter "$1" ;;
     [123]/start) start_voter "$1" ;;
     [123]/rejoin) rejoin_voter "$1" ;;
     *) die "usage: scripts/kube-node.sh voter 1|2|3 stop|start|rejoin" ;;

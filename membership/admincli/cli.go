@@ -37,7 +37,7 @@ func Run(ctx context.Context, clock clockwork.Clock, a config.Admin, stdout, std
 				return fail(1, "--shutdown-delay: %v; the member stays", err)
 			}
 		}
-		v, err := scaledDown(ctx, a)
+		v, err := scaledDown(ctx, clock, a)
 		if err != nil {
 			return fail(1, "%v; the member stays", err)
 		}
@@ -87,12 +87,8 @@ func Run(ctx context.Context, clock clockwork.Clock, a config.Admin, stdout, std
 
 // scaledDown asks the pod's StatefulSet whether it still counts the pod
 // (leave --if-scaled-down, a preStop hook).
-func scaledDown(ctx context.Context, a config.Admin) (podscale.Verdict, error) {
-	kc, err := podscale.InCluster(a.ServiceAccountDir)
-	if err != nil {
-		return podscale.Verdict{}, err
-	}
-	return podscale.Check(ctx, nil, kc, a.Target)
+func scaledDown(ctx context.Context, clock clockwork.Clock, a config.Admin) (podscale.Verdict, error) {
+	return podscale.Check(ctx, clock, func() (podscale.Config, error) { return podscale.InCluster(a.ServiceAccountDir) }, a.Target)
 }
 
 // status prints every member, the cascaded replicas asked for, and (as a

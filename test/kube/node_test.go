@@ -63,8 +63,9 @@ func TestOnNode(t *testing.T) {
 		t.Skip("runs on the node of scripts/kube-node.sh up, with -kube.node /var/lib/understudy-node (CONTRIBUTING: Kubernetes node)")
 	}
 	n := openNode(t)
+	t.Run("README step 1: --max-learners, one voter at a time", func(t *testing.T) { n.maxLearners(t) })
 	voters := n.voterIDs(t)
-	t.Logf("voters: %v", voters)
+	t.Logf("voters: %s", show(voters))
 	for run := 1; run <= *nodeRuns; run++ {
 		t.Run(fmt.Sprintf("lifecycle-%d", run), func(t *testing.T) { n.lifecycle(t, run == 1) })
 		if got := n.voterIDs(t); !maps(got, voters) {
@@ -288,9 +289,10 @@ func show(m map[string]uint64) string {
 // pod is what the checks read of one.
 type pod struct {
 	Metadata struct {
-		Name              string  `json:"name"`
-		UID               string  `json:"uid"`
-		DeletionTimestamp *string `json:"deletionTimestamp"`
+		Name              string            `json:"name"`
+		UID               string            `json:"uid"`
+		DeletionTimestamp *string           `json:"deletionTimestamp"`
+		Annotations       map[string]string `json:"annotations"`
 	} `json:"metadata"`
 	Spec struct {
 		Containers []struct {
