@@ -185,6 +185,17 @@ spec:
 EOF
 }
 
+# import_built REF DIR builds DIR/Containerfile as REF with buildah, imports
+# it into containerd's k8s.io namespace and removes DIR.
+import_built() {
+  local ref=$1 dir=$2
+  buildah --storage-driver vfs bud -q -t "$ref" "$dir" >/dev/null
+  buildah --storage-driver vfs push -q "$ref" "oci-archive:$dir/image.tar:$ref"
+  "$ctr" -a "$sock" -n k8s.io images import "$dir/image.tar" >/dev/null
+  buildah --storage-driver vfs rmi "$ref" >/dev/null 2>&1 || true
+  rm -rf "$dir"
+}
+
 # node_image REF BINARY ARG...: an image from scratch with BINARY as its
 # entrypoint (and ARGs), imported into containerd's k8s.io namespace unless
 # it is there already.
@@ -198,11 +209,7 @@ node_image() {
   cp "$binary" "$dir/$name"
   for a in "$@"; do args+=", \"$a\""; done
   printf 'FROM scratch\nCOPY %s /%s\nENTRYPOINT ["/%s"%s]\n' "$name" "$name" "$name" "$args" >"$dir/Containerfile"
-  buildah --storage-driver vfs bud -q -t "$ref" "$dir" >/dev/null
-  buildah --storage-driver vfs push -q "$ref" "oci-archive:$dir/image.tar:$ref"
-  "$ctr" -a "$sock" -n k8s.io images import "$dir/image.tar" >/dev/null
-  buildah --storage-driver vfs rmi "$ref" >/dev/null 2>&1 || true
-  rm -rf "$dir"
+  import_built "$ref" "$dir"
 }
 
 # busybox_image imports an image of Debian's static busybox (the
@@ -217,11 +224,7 @@ busybox_image() {
   for applet in sh mkdir rm chmod ls cat; do ln -s busybox "$dir/root/bin/$applet"; done
   tar -C "$dir/root" -cf "$dir/root.tar" .
   printf 'FROM scratch\nADD root.tar /\nENTRYPOINT ["/bin/sh"]\n' >"$dir/Containerfile"
-  buildah --storage-driver vfs bud -q -t "$ref" "$dir" >/dev/null
-  buildah --storage-driver vfs push -q "$ref" "oci-archive:$dir/image.tar:$ref"
-  "$ctr" -a "$sock" -n k8s.io images import "$dir/image.tar" >/dev/null
-  buildah --storage-driver vfs rmi "$ref" >/dev/null 2>&1 || true
-  rm -rf "$dir"
+  import_built "$ref" "$dir"
 }
 
 # voter_image imports the voters' image: primary (etcd v3.7.3) and etcdctl,
@@ -234,16 +237,12 @@ voter_image() {
   cp "$NODE_DIR/bin/primary" "$NODE_DIR/bin/etcdctl" "$dir/root/usr/local/bin/"
   tar -C "$dir/root" -cf "$dir/root.tar" .
   printf 'FROM scratch\nADD root.tar /\nENV PATH=/usr/local/bin\nENTRYPOINT ["/usr/local/bin/primary"]\n' >"$dir/Containerfile"
-  buildah --storage-driver vfs bud -q -t "$ref" "$dir" >/dev/null
-  buildah --storage-driver vfs push -q "$ref" "oci-archive:$dir/image.tar:$ref"
-  "$ctr" -a "$sock" -n k8s.io images import "$dir/image.tar" >/dev/null
-  buildah --storage-driver vfs rmi "$ref" >/dev/null 2>&1 || true
-  rm -rf "$dir"
+  import_built "$ref" "$dir"
 }
 
 # understudy_image builds this checkout's image with scripts/build-image.sh
 # (amd64 only) and imports it; its reference goes to $NODE_DIR/understudy-image,
-# where scripts/kube-node-test.sh reads it.
+# where TestOnNode (test/kube) reads it.
 understudy_image() {
   local version ref dir
   version=node-$(git describe --tags --always --dirty 2>/dev/null || echo dev)
