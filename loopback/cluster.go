@@ -83,6 +83,10 @@ type ClusterConfig struct {
 	// member's advertised client URL can be cut while the harness, which
 	// dials ClientURL, still reaches it (plain http only).
 	ClientProxies bool
+	// Hosts, if set, puts member i on Hosts[i] (one per member), at its
+	// address on etcd's default ports, instead of 127.0.0.1 (plain http,
+	// no proxies).
+	Hosts []Host
 }
 
 // Member is one voting member of a Cluster.
@@ -103,6 +107,9 @@ type Member struct {
 	ID      uint64
 	Proc    *Proc
 	DataDir string
+	// Host is where the member runs (ClusterConfig.Hosts); the zero Host
+	// is 127.0.0.1.
+	Host Host
 }
 
 // Cluster is a set of voting members started by StartCluster.
@@ -133,6 +140,9 @@ func StartCluster(t TB, cfg ClusterConfig) *Cluster {
 	if (cfg.PeerProxies || cfg.ClientProxies) && cfg.TLS != nil {
 		t.Fatalf("loopback: PeerProxies and ClientProxies are for plain http clusters")
 	}
+	if len(cfg.Hosts) > 0 && (len(cfg.Hosts) != n || cfg.PeerProxies || cfg.ClientProxies || cfg.TLS != nil) {
+		t.Fatalf("loopback: ClusterConfig.Hosts: %d hosts for %d members; want one per member, with plain http and no proxies", len(cfg.Hosts), n)
+	}
 	if n < 0 || len(cfg.Kinds) > n {
 		t.Fatalf("loopback: cluster of N=%d with %d kinds", cfg.N, len(cfg.Kinds))
 	}
@@ -151,7 +161,7 @@ func StartCluster(t TB, cfg ClusterConfig) *Cluster {
 	token := clusterToken(t, cfg, c.Members)
 	for _, m := range c.Members {
 		bin := memberBin(t, bins, m)
-		m.Proc = Start(t, ProcConfig{Name: m.Name + "-" + m.Kind.String(), Bin: bin, Args: append(m.args(peers, token, cfg.TLS), cfg.ExtraArgs...)})
+		m.Proc = Start(t, ProcConfig{Name: m.Name + "-" + m.Kind.String(), Bin: bin, Args: append(m.args(peers, token, cfg.TLS), cfg.ExtraArgs...), Exec: m.Host.Exec})
 	}
 	c.status = c.Client(t)
 	c.waitReady(t)

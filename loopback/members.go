@@ -14,11 +14,12 @@ func (c *Cluster) addMembers(t TB, cfg ClusterConfig, url func(port int) string)
 	t.Helper()
 	peers := make([]string, len(c.Kinds))
 	for i := range len(c.Kinds) {
-		m := &Member{
-			Name:      "m" + strconv.Itoa(i+1),
-			Kind:      c.Kinds[i],
-			ClientURL: url(FreePort(t)),
-			PeerURL:   url(FreePort(t)),
+		m := &Member{Name: "m" + strconv.Itoa(i+1), Kind: c.Kinds[i]}
+		if len(cfg.Hosts) > 0 {
+			m.Host = cfg.Hosts[i]
+			m.ClientURL, m.PeerURL = m.Host.ClientURL(), m.Host.PeerURL()
+		} else {
+			m.ClientURL, m.PeerURL = url(FreePort(t)), url(FreePort(t))
 		}
 		m.DataDir = filepath.Join(t.TempDir(), m.Name+".etcd")
 		m.AdvertisePeerURL = m.PeerURL
@@ -37,15 +38,15 @@ func (c *Cluster) addMembers(t TB, cfg ClusterConfig, url func(port int) string)
 
 // clusterToken is the initial cluster token of a cluster of members:
 // cfg.Token, or if that is "" one unique to the cluster (after its first
-// member's peer port), so that a member of another cluster that reaches
-// these ports is refused, not joined; named after the test for whoever
-// reads the logs.
+// member's peer port, or its Host's address), so that a member of another
+// cluster that reaches these ports is refused, not joined; named after the
+// test for whoever reads the logs.
 func clusterToken(t TB, cfg ClusterConfig, members []*Member) string {
 	if cfg.Token != "" {
 		return cfg.Token
 	}
-	return strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()) + "-" +
-		strings.TrimPrefix(members[0].PeerURL, "http://127.0.0.1:")
+	first := strings.TrimPrefix(members[0].PeerURL, "http://127.0.0.1:") // a port, or a Host's URL
+	return strings.NewReplacer("/", "-", " ", "-", ":", "-").Replace(t.Name() + "-" + strings.TrimPrefix(first, "http://"))
 }
 
 // memberBin is the binary member m runs, by its kind; it fails the test

@@ -39,6 +39,9 @@ type ProcConfig struct {
 	// Dir is the working directory; "" is a fresh temp dir, so that
 	// defaults such as etcd's ./default.etcd never land in the source tree.
 	Dir string
+	// Exec, if set, runs Bin through it (Host.Exec): Exec's first word
+	// is started, with the rest, Bin and Args as its arguments.
+	Exec []string
 }
 
 // Proc is a process started by Start. Its methods are safe for concurrent
@@ -97,7 +100,7 @@ func (p *Proc) start() error {
 	defer f.Close() // the child has its own descriptor
 	args := p.Args()
 	// A marker per start, for whoever reads a log that spans restarts.
-	if _, err := fmt.Fprintf(f, "### loopback: starting %s %s\n", p.cfg.Bin, strings.Join(args, " ")); err != nil {
+	if _, err := fmt.Fprintf(f, "### loopback: starting %s %s\n", strings.Join(append(slices.Clone(p.cfg.Exec), p.cfg.Bin), " "), strings.Join(args, " ")); err != nil {
 		return fmt.Errorf("loopback: start %s: %w", p.cfg.Name, err)
 	}
 	fi, err := f.Stat()
@@ -105,6 +108,9 @@ func (p *Proc) start() error {
 		return fmt.Errorf("loopback: start %s: %w", p.cfg.Name, err)
 	}
 	cmd := exec.Command(p.cfg.Bin, args...)
+	if len(p.cfg.Exec) > 0 {
+		cmd = exec.Command(p.cfg.Exec[0], slices.Concat(p.cfg.Exec[1:], []string{p.cfg.Bin}, args)...)
+	}
 	// An *os.File, not a pipe: Wait then returns when the process exits,
 	// even if something it started still holds the log open.
 	cmd.Stdout, cmd.Stderr = f, f

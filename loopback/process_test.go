@@ -2,6 +2,7 @@ package loopback
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,5 +53,22 @@ func TestProcLifecycle(t *testing.T) {
 	}
 	if err := p.WaitLog(ctx, "never printed"); err == nil || ctx.Err() != nil {
 		t.Fatalf("WaitLog on an exited process: %v, want an immediate error", err)
+	}
+}
+
+// A process started through Exec (a Host's, such as ip netns exec) runs
+// Bin with its arguments and keeps the PID that Kill signals: env execs it.
+func TestProcThroughExec(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p := Start(t, ProcConfig{Name: "through-env", Exec: []string{"/usr/bin/env", "GREETING=hello"}, Bin: "/bin/sh",
+		Args: []string{"-c", `echo "started $GREETING as $$"; while :; do sleep 0.05; done`}})
+	want := "started hello as " + strconv.Itoa(p.PID())
+	if err := p.WaitLog(ctx, want); err != nil {
+		t.Fatalf("%v; log:\n%s", err, p.Log())
+	}
+	p.Kill()
+	if code, err := p.Wait(ctx); err != nil || code != -1 {
+		t.Fatalf("after Kill: exit %d, %v; want -1", code, err)
 	}
 }

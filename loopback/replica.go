@@ -34,6 +34,9 @@ type ReplicaConfig struct {
 	// --read-index-via askers dial; the harness's own clients dial
 	// ClientURL directly.
 	ClientProxy bool
+	// Host, if set, runs the replica there (Host), at its address on
+	// etcd's default ports, instead of on 127.0.0.1 (no proxies).
+	Host *Host
 }
 
 // Replica is a replica process.
@@ -56,11 +59,15 @@ func StartReplica(t TB, c *Cluster, cfg ReplicaConfig) *Replica {
 	if c.TLS != nil {
 		url = httpsURL
 	}
-	r := &Replica{
-		Name:      cfg.Name,
-		ClientURL: url(FreePort(t)),
-		PeerURL:   url(FreePort(t)),
-		DataDir:   filepath.Join(t.TempDir(), cfg.Name+".replica"),
+	r := &Replica{Name: cfg.Name, DataDir: filepath.Join(t.TempDir(), cfg.Name+".replica")}
+	var exec []string
+	switch {
+	case cfg.Host != nil && (cfg.PeerProxy || cfg.ClientProxy || c.TLS != nil):
+		t.Fatalf("loopback: ReplicaConfig.Host is for plain http with no proxies")
+	case cfg.Host != nil:
+		r.ClientURL, r.PeerURL, exec = cfg.Host.ClientURL(), cfg.Host.PeerURL(), cfg.Host.Exec
+	default:
+		r.ClientURL, r.PeerURL = url(FreePort(t)), url(FreePort(t))
 	}
 	adv := r.PeerURL
 	if cfg.AdvertisePeerURL != "" {
@@ -94,7 +101,7 @@ func StartReplica(t TB, c *Cluster, cfg ReplicaConfig) *Replica {
 		}
 		r.PeerProxy.Delay(cfg.PeerDelay)
 	}
-	r.Proc = Start(t, ProcConfig{Name: cfg.Name, Bin: c.Bins.Replica, Args: append(args, cfg.Extra...), Env: cfg.Env})
+	r.Proc = Start(t, ProcConfig{Name: cfg.Name, Bin: c.Bins.Replica, Args: append(args, cfg.Extra...), Env: cfg.Env, Exec: exec})
 	if cfg.PeerDelay > 0 {
 		// Before the replica's member starts: it first adds itself (a
 		// round trip to the voters' client URLs at least).

@@ -69,7 +69,8 @@ stop_pid() {
 }
 
 # down stops the kubelet, every pod's containers (their shims outlive
-# containerd), containerd, and removes the bridge and the node's mounts.
+# containerd), containerd, and removes the pods' network namespaces, the
+# bridge and the node's mounts.
 down() {
   stop_pid "$RUN_DIR/kubelet.pid"
   stop_control_plane
@@ -81,6 +82,11 @@ down() {
     for _ in $(seq 50); do [ -z "$("$ctr" -a "$sock" -n k8s.io tasks ls -q | head -1)" ] && break; sleep 0.2; done
   fi
   stop_pid "$RUN_DIR/containerd.pid"
+  # The pods' network namespaces, which containerd (named cni-*) leaves
+  # when it stops: those that no process is in any longer.
+  for ns in $(ip netns list | awk '/^cni-/ {print $1}'); do
+    [ -n "$(ip netns pids "$ns")" ] || ip netns del "$ns"
+  done
   if ip link show "$BRIDGE" >/dev/null 2>&1; then ip link del "$BRIDGE"; fi
   # kube-proxy's rules (its chains are all named KUBE-*).
   for table in nat filter mangle; do

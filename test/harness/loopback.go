@@ -25,6 +25,7 @@ type (
 	Replica       = loopback.Replica
 	ReplicaConfig = loopback.ReplicaConfig
 	Certs         = loopback.Certs
+	Host          = loopback.Host
 )
 
 // Member kinds (loopback.Kind).
