@@ -3,6 +3,7 @@ package learner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/jonboulle/clockwork"
 	"strings"
 	"testing"
@@ -98,5 +99,34 @@ func TestStartGivesUp(t *testing.T) {
 	_, err = Start(context.Background(), zaptest.NewLogger(t), clockwork.NewRealClock(), f, j, "r1", func(string) (int, error) { tries++; return 0, errCountUnequal })
 	if err == nil || tries != 1 || !strings.Contains(err.Error(), "no longer listed") {
 		t.Fatalf("Start = %v after %d tries; want the entry gone after 1", err, tries)
+	}
+}
+
+// etcd's refusal when no member answered on its peer URL (bootstrap's
+// words): with TLS, a voter refuses a new pod whose name does not resolve
+// yet. The start is made again until one answers, and once ctx ends the
+// error says what to check.
+func TestStartAgainWhileNoPeerAnswers(t *testing.T) {
+	unanswered := fmt.Errorf("cannot fetch cluster info from peer urls: %w", errors.New("could not retrieve cluster information from the given URLs"))
+	if !PeersUnanswered(unanswered) || PeersUnanswered(errCountUnequal) || MembersNotAgreed(unanswered) {
+		t.Fatalf("PeersUnanswered does not tell etcd's refusal from the others")
+	}
+	f := &fakeCluster{members: []*etcdserverpb.Member{voter(), {ID: 100, PeerURLs: []string{"http://p1"}, IsLearner: true}}}
+	j := Joined{ID: 100, InitialCluster: initialCluster(f.members, 100, "r1")}
+	tries := 0
+	got, err := Start(context.Background(), zaptest.NewLogger(t), clockwork.NewRealClock(), f, j, "r1", func(string) (string, error) {
+		if tries++; tries < 3 {
+			return "", unanswered
+		}
+		return "started", nil
+	})
+	if err != nil || got != "started" || tries != 3 {
+		t.Fatalf("Start = %q, %v after %d tries; want started after 3", got, err, tries)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+	defer cancel()
+	_, err = Start(ctx, zaptest.NewLogger(t), clockwork.NewRealClock(), f, j, "r1", func(string) (int, error) { return 0, unanswered })
+	if !PeersUnanswered(err) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "ever answered") || !strings.Contains(err.Error(), j.InitialCluster) {
+		t.Fatalf("Start = %v; want etcd's refusal, the deadline and what to check", err)
 	}
 }

@@ -22,15 +22,15 @@ type Host struct {
 
 // etcd's default ports, which a Host's processes listen on.
 const (
-	hostClientPort = 2379
-	hostPeerPort   = 2380
+	HostClientPort = 2379
+	HostPeerPort   = 2380
 )
 
 // ClientURL is the http client URL of a process on h.
-func (h Host) ClientURL() string { return h.url(hostClientPort) }
+func (h Host) ClientURL() string { return h.url(HostClientPort) }
 
 // PeerURL is the http peer URL of a process on h.
-func (h Host) PeerURL() string { return h.url(hostPeerPort) }
+func (h Host) PeerURL() string { return h.url(HostPeerPort) }
 
 func (h Host) url(port int) string {
 	return "http://" + net.JoinHostPort(h.Addr, strconv.Itoa(port))

@@ -7,7 +7,7 @@ import (
 )
 
 // addMembers adds c's members, one per kind of c.Kinds, each on free ports
-// (url makes their client and peer URLs) with its own data directory and
+// (url makes their client and peer URLs) or on its Host (cfg.Hosts) with its own data directory and
 // the proxies cfg asks for, and returns the --initial-cluster entries that
 // name them, in member order.
 func (c *Cluster) addMembers(t TB, cfg ClusterConfig, url func(port int) string) []string {
@@ -45,8 +45,8 @@ func clusterToken(t TB, cfg ClusterConfig, members []*Member) string {
 	if cfg.Token != "" {
 		return cfg.Token
 	}
-	first := strings.TrimPrefix(members[0].PeerURL, "http://127.0.0.1:") // a port, or a Host's URL
-	return strings.NewReplacer("/", "-", " ", "-", ":", "-").Replace(t.Name() + "-" + strings.TrimPrefix(first, "http://"))
+	first := strings.TrimPrefix(members[0].PeerURL, "http://127.0.0.1:") // a port, or a Host's or https URL
+	return strings.NewReplacer("/", "-", " ", "-", ":", "-").Replace(t.Name() + "-" + first)
 }
 
 // memberBin is the binary member m runs, by its kind; it fails the test

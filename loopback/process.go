@@ -40,7 +40,9 @@ type ProcConfig struct {
 	// defaults such as etcd's ./default.etcd never land in the source tree.
 	Dir string
 	// Exec, if set, runs Bin through it (Host.Exec): Exec's first word
-	// is started, with the rest, Bin and Args as its arguments.
+	// is started, with the rest, Bin and Args as its arguments. It must
+	// exec Bin, not fork it, so that Kill, a pause and BlackholeFrom,
+	// which go by PID, reach Bin.
 	Exec []string
 }
 

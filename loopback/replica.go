@@ -60,12 +60,15 @@ func StartReplica(t TB, c *Cluster, cfg ReplicaConfig) *Replica {
 		url = httpsURL
 	}
 	r := &Replica{Name: cfg.Name, DataDir: filepath.Join(t.TempDir(), cfg.Name+".replica")}
-	var exec []string
+	var through []string // Host.Exec
+	onHosts := c.Members[0].Host.Addr != ""
 	switch {
+	case (cfg.Host != nil) != onHosts:
+		t.Fatalf("loopback: ReplicaConfig.Host set %v for a cluster on hosts %v: a replica runs where its voters do (both on hosts, or both on 127.0.0.1), or they cannot reach each other", cfg.Host != nil, onHosts)
 	case cfg.Host != nil && (cfg.PeerProxy || cfg.ClientProxy || c.TLS != nil):
 		t.Fatalf("loopback: ReplicaConfig.Host is for plain http with no proxies")
 	case cfg.Host != nil:
-		r.ClientURL, r.PeerURL, exec = cfg.Host.ClientURL(), cfg.Host.PeerURL(), cfg.Host.Exec
+		r.ClientURL, r.PeerURL, through = cfg.Host.ClientURL(), cfg.Host.PeerURL(), cfg.Host.Exec
 	default:
 		r.ClientURL, r.PeerURL = url(FreePort(t)), url(FreePort(t))
 	}
@@ -101,7 +104,7 @@ func StartReplica(t TB, c *Cluster, cfg ReplicaConfig) *Replica {
 		}
 		r.PeerProxy.Delay(cfg.PeerDelay)
 	}
-	r.Proc = Start(t, ProcConfig{Name: cfg.Name, Bin: c.Bins.Replica, Args: append(args, cfg.Extra...), Env: cfg.Env, Exec: exec})
+	r.Proc = Start(t, ProcConfig{Name: cfg.Name, Bin: c.Bins.Replica, Args: append(args, cfg.Extra...), Env: cfg.Env, Exec: through})
 	if cfg.PeerDelay > 0 {
 		// Before the replica's member starts: it first adds itself (a
 		// round trip to the voters' client URLs at least).

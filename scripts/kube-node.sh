@@ -82,10 +82,11 @@ down() {
     for _ in $(seq 50); do [ -z "$("$ctr" -a "$sock" -n k8s.io tasks ls -q | head -1)" ] && break; sleep 0.2; done
   fi
   stop_pid "$RUN_DIR/containerd.pid"
-  # The pods' network namespaces, which containerd (named cni-*) leaves
-  # when it stops: those that no process is in any longer.
+  # The pods' network namespaces, which containerd leaves when it stops:
+  # every cni-* namespace that no process is in any longer (another
+  # runtime's too, which holds nothing once its processes are gone).
   for ns in $(ip netns list | awk '/^cni-/ {print $1}'); do
-    [ -n "$(ip netns pids "$ns")" ] || ip netns del "$ns"
+    [ -n "$(ip netns pids "$ns")" ] || ip netns del "$ns" || true
   done
   if ip link show "$BRIDGE" >/dev/null 2>&1; then ip link del "$BRIDGE"; fi
   # kube-proxy's rules (its chains are all named KUBE-*).

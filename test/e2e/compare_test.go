@@ -182,11 +182,12 @@ func checkReportedBounds(t *testing.T, rep *compare.Report) {
 //
 // A strong read waits for its read index until --request-timeout: one sent
 // just before the cut fails in it, and is counted before it (by when it
-// was sent). With the default 3 s against a 4 s cut, the next read could
-// be sent 3 s in and succeed after the heal, and no read sent during the
-// cut fail (CI saw it once); at 2 s, one sent in the cut fails in it.
+// was sent); the reader's next one is sent at most one timeout into the
+// cut. With the default 3 s timeout and 4 s cut, that read could succeed
+// after the heal, and no read sent in the cut fail (CI saw it once). So
+// the cut is longer than two timeouts here: 5 s against 2 s.
 func TestCompareReplicaPartition(t *testing.T) {
-	rep, _, _ := runCompare(t, "--fault", "replica-partition", "--json", "--request-timeout", "2s")
+	rep, _, _ := runCompare(t, "--fault", "replica-partition", "--json", "--request-timeout", "2s", "--fault-duration", "5s")
 	cut := time.Duration((rep.Config.FaultHealedAt - rep.Config.FaultInjectedAt) * float64(time.Second))
 	if cut < compareDuration/4 {
 		t.Fatalf("the cut lasted %v, want about a third of %v", cut, compareDuration)

@@ -12,14 +12,10 @@ import (
 
 var standbyNetns = flag.Int("standby.netns", 0, "run TestStandbyCutByIptablesInNamespaces this many times: each voter and the standby in a network namespace, cut by iptables (root; CONTRIBUTING)")
 
-// corroborationFailoverAfter is the standby's --failover-after in the
-// one-sided cut scenarios (standbyArgs).
-const corroborationFailoverAfter = 5 * time.Second
-
 // TestStandbyCutFromOneLiveVoterKeepsIt: the standby's raft links to one
-// follower are cut both ways, and so is its reach of the leader's client
-// URL (no leader's view), while that follower is alive and serving the
-// other voters. The standby alone finds it silent; the other follower's
+// follower are cut both ways, and so are its reach of that follower's
+// client URL and of the leader's (no leader's view), while that follower
+// is alive and serving the other voters. The standby alone finds it silent; the other follower's
 // own raft transport (its etcd_network_active_peers) still reaches it, so
 // the silence is not corroborated and nothing is removed for 3 ×
 // --failover-after. Then the same follower is really killed: the other
@@ -30,8 +26,8 @@ const corroborationFailoverAfter = 5 * time.Second
 // process that opens them (Proxy.BlackholeFrom): every raft link between
 // the standby and the follower passes the follower's peer proxy (standby →
 // follower) or the standby's (follower → standby), and the standby reads
-// the leader's /debug/vars and /metrics through the leader's advertised
-// client URL, its proxy. Nothing else is cut: the voters reach one another,
+// the voters' /metrics (and the leader's /debug/vars) through their
+// advertised client URLs, their proxies. Nothing else is cut: the voters reach one another,
 // and the test reaches everyone. TestStandbyCutByIptablesInNamespaces is
 // the same scenario on hosts of their own, cut by iptables.
 func TestStandbyCutFromOneLiveVoterKeepsIt(t *testing.T) {
@@ -47,6 +43,7 @@ func TestStandbyCutFromOneLiveVoterKeepsIt(t *testing.T) {
 	keepThenReplace(t, c, s, leader, cut, other, func() {
 		cut.PeerProxy.BlackholeFrom(s.Proc.PID())
 		s.PeerProxy.BlackholeFrom(cut.Proc.PID())
+		cut.ClientProxy.BlackholeFrom(s.Proc.PID())
 		leader.ClientProxy.BlackholeFrom(s.Proc.PID())
 	})
 }
@@ -72,14 +69,14 @@ func TestStandbyCutByIptablesInNamespaces(t *testing.T) {
 			leader := c.Leader(t)
 			followers := following(c, leader)
 			cut, other := followers[0], followers[1]
-			on := netHostOf(t, lan, cut, other, leader)
+			on := netHostOf(t, lan, cut, leader)
 			sh := lan.Hosts[3]
 			s := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "standby", Host: &sh.Host,
 				Extra: append([]string{"--join-timeout", "60s"}, standbyArgs...)})
 			waitRoleState(t, s, "idle", "live")
 			keepThenReplace(t, c, s, leader, cut, other, func() {
 				sh.Cut(t, on[0])
-				sh.CutPort(t, on[2], 2379)
+				sh.CutPort(t, on[1], harness.HostClientPort)
 				t.Logf("the standby (%s) cut from %s (%s) and from the leader %s's client port:\n%s", sh.Addr, cut.Name, on[0].Addr, leader.Name, sh.Rules(t))
 			})
 		})
@@ -121,7 +118,7 @@ func keepThenReplace(t *testing.T, c *harness.Cluster, s *harness.Replica, leade
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	checks := 0
-	for time.Since(start) < 3*corroborationFailoverAfter {
+	for time.Since(start) < 3*standbyFailoverAfter {
 		<-tick.C
 		vs, ls := voters(t, cli)
 		checks++
@@ -144,7 +141,7 @@ func keepThenReplace(t *testing.T, c *harness.Cluster, s *harness.Replica, leade
 
 	cut.Proc.Kill()
 	killed := time.Now()
-	harness.WaitFor(t, corroborationFailoverAfter+15*time.Second, "the killed follower replaced by the standby", func() (bool, error) {
+	harness.WaitFor(t, failoverDeadline, "the killed follower replaced by the standby", func() (bool, error) {
 		vs, ls := voters(t, cli)
 		return len(vs) == 3 && len(ls) == 0 && !contains(vs, cut.Name) && contains(vs, "standby"), fmt.Errorf("voters %v, learners %v", vs, ls)
 	})

@@ -32,7 +32,7 @@ func replicaCLI(t *testing.T, bins *harness.Bins, args ...string) (string, bool)
 // expires (its lease), the follower, silent all along, is replaced at
 // once.
 func TestAHeldVoterIsNotReplacedUntilTheHoldEnds(t *testing.T) {
-	const failoverAfter = 5 * time.Second
+	const failoverAfter = standbyFailoverAfter
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	s := startReplica(t, bins, c, "standby", replicaOpts{Extra: standbyArgs})

@@ -10,7 +10,7 @@ import (
 )
 
 // standbyArgs are a standby's flags in these tests.
-var standbyArgs = []string{"--role", "standby", "--failover-after", "5s", "--promote-hold", "1s"}
+var standbyArgs = []string{"--role", "standby", "--failover-after", standbyFailoverAfter.String(), "--promote-hold", "1s"}
 
 // TestStandbyKeepsAVoterWhoseClientURLIsCut: a voter whose advertised
 // client URL does not answer but whose raft is healthy is never removed.

@@ -19,7 +19,7 @@ import (
 // standby would otherwise read, then kill a voter. --failover-after is 5s
 // (standbyArgs); the failover must be done within it plus 15 s.
 
-const failoverDeadline = 5*time.Second + 15*time.Second
+const failoverDeadline = standbyFailoverAfter + 15*time.Second
 
 // advertisedClientURLs are the members' advertised client URLs (their
 // proxies), comma-separated, for a --join that goes where a client of the

@@ -28,8 +28,12 @@ type (
 	Host          = loopback.Host
 )
 
-// Member kinds (loopback.Kind).
+// Member kinds (loopback.Kind), and the ports a Host's processes listen
+// on.
 const (
+	HostClientPort = loopback.HostClientPort
+	HostPeerPort   = loopback.HostPeerPort
+
 	KindPrimary = loopback.KindPrimary
 	KindEtcd    = loopback.KindEtcd
 	KindEtcd36  = loopback.KindEtcd36

@@ -2,10 +2,13 @@ package harness
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/understudy-kv/understudy/loopback"
@@ -22,8 +25,12 @@ type Net struct {
 	Hosts []*NetHost
 }
 
-// nets counts the Nets made by this process, for their names.
-var nets atomic.Int32
+// nets counts the Nets made by this process, for their names; netsMu
+// serialises their making.
+var (
+	nets   atomic.Int32
+	netsMu sync.Mutex
+)
 
 // NetHost is one host of a Net: its loopback.Host (address and how to run
 // a program there) and its namespace's name.
@@ -47,13 +54,15 @@ func NewNet(t TB, n int) *Net {
 	if n < 1 || n > 200 {
 		t.Fatalf("harness: NewNet of %d hosts; want 1 to 200", n)
 	}
-	// Names unique to this Net: the kernel frees a namespace, and the
-	// veth in it, some time after the last process in it exits.
-	id := strconv.Itoa(os.Getpid()%100000) + string(rune('a'+nets.Add(1)%26))
+	// Names unique to this Net, and the subnet chosen and taken while no
+	// other Net of this process chooses one.
+	netsMu.Lock()
+	defer netsMu.Unlock()
+	id := strconv.Itoa(os.Getpid()%100000) + strconv.Itoa(int(nets.Add(1)))
 	subnet := freeSubnet(t)
 	bridge := "usn" + id
 	ipCmd(t, "link", "add", bridge, "type", "bridge")
-	t.Cleanup(func() { _ = run("ip", "link", "del", bridge) })
+	t.Cleanup(func() { logErr(t, run("ip", "link", "del", bridge)) })
 	ipCmd(t, "addr", "add", subnet+"1/24", "dev", bridge)
 	ipCmd(t, "link", "set", bridge, "up")
 	// Bridged frames pass this namespace's FORWARD chain when
@@ -61,7 +70,7 @@ func NewNet(t TB, n int) *Net {
 	// would cut the whole network.
 	accept := []string{"FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT"}
 	must(t, run("iptables", append([]string{"-I"}, accept...)...))
-	t.Cleanup(func() { _ = run("iptables", append([]string{"-D"}, accept...)...) })
+	t.Cleanup(func() { logErr(t, run("iptables", append([]string{"-D"}, accept...)...)) })
 	nw := &Net{}
 	for i := range n {
 		h := &NetHost{NS: bridge + "-" + strconv.Itoa(i+1)}
@@ -69,10 +78,10 @@ func NewNet(t TB, n int) *Net {
 		h.Exec = []string{"ip", "netns", "exec", h.NS}
 		veth := bridge + "v" + strconv.Itoa(i+1)
 		ipCmd(t, "netns", "add", h.NS)
-		t.Cleanup(func() { _ = run("ip", "netns", "del", h.NS) })
+		t.Cleanup(func() { logErr(t, run("ip", "netns", "del", h.NS)) })
 		ipCmd(t, "-n", h.NS, "link", "set", "lo", "up")
 		ipCmd(t, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", h.NS)
-		t.Cleanup(func() { _ = run("ip", "link", "del", veth) }) // both ends, now
+		t.Cleanup(func() { logErr(t, run("ip", "link", "del", veth)) }) // both ends, at once
 		ipCmd(t, "link", "set", veth, "master", bridge, "up")
 		ipCmd(t, "-n", h.NS, "addr", "add", h.Addr+"/24", "dev", "eth0")
 		ipCmd(t, "-n", h.NS, "link", "set", "eth0", "up")
@@ -112,26 +121,51 @@ func (h *NetHost) iptables(t TB, args ...string) {
 }
 
 // freeSubnet is the first 10.126.X. (with its trailing dot) from this
-// process's id on that no interface here has an address in.
+// process's id on that no route here overlaps, so that its own route takes
+// no traffic from another network.
 func freeSubnet(t TB) string {
 	t.Helper()
-	out, err := exec.Command("ip", "-4", "-o", "addr").Output()
+	out, err := exec.Command("ip", "-4", "route", "show", "table", "all").Output()
 	if err != nil {
-		t.Fatalf("harness: ip -4 -o addr: %v", err)
+		t.Fatalf("harness: ip -4 route: %v", err)
+	}
+	var routes []*net.IPNet
+	for _, line := range strings.Split(string(out), "\n") {
+		// The destination is the first field, or the second after a
+		// route type (local, broadcast, unreachable, …).
+		f := strings.Fields(line)
+		for _, dst := range f[:min(2, len(f))] {
+			if !strings.Contains(dst, "/") {
+				dst += "/32"
+			}
+			if _, n, err := net.ParseCIDR(dst); err == nil {
+				routes = append(routes, n)
+				break
+			}
+		}
 	}
 	for i := range 250 {
 		s := "10.126." + strconv.Itoa((os.Getpid()+i)%250+1) + "."
-		if !strings.Contains(string(out), " "+s) {
+		_, want, _ := net.ParseCIDR(s + "0/24")
+		if !slices.ContainsFunc(routes, func(r *net.IPNet) bool { return r.Contains(want.IP) || want.Contains(r.IP) }) {
 			return s
 		}
 	}
-	t.Fatalf("harness: every 10.126.X.0/24 is in use here")
+	t.Fatalf("harness: every 10.126.X.0/24 overlaps a route here")
 	return ""
 }
 
 func ipCmd(t TB, args ...string) {
 	t.Helper()
 	must(t, run("ip", args...))
+}
+
+// logErr logs a cleanup's failure, which leaves something behind: the
+// command says what.
+func logErr(t TB, err error) {
+	if err != nil {
+		t.Logf("harness: cleanup: %v", err)
+	}
 }
 
 func must(t TB, err error) {
