@@ -25,10 +25,18 @@ type applier struct {
 	breakKey string
 	// applied is told every revision applied (Store.applied).
 	applied func(rev int64)
+	// last is the store's revision and what it wrote (verify checks an
+	// upstream holds it too).
+	last fingerprint
 }
 
 func newApplier(ctx context.Context, srv *etcdserver.EtcdServer, breakKey string, applied func(int64)) (*applier, error) {
 	a := &applier{srv: srv, leases: map[int64]bool{}, breakKey: breakKey, applied: applied}
+	fp, err := localFingerprint(srv.KV())
+	if err != nil {
+		return nil, err
+	}
+	a.last = fp
 	ls, err := srv.LeaseLeases(ctx, &pb.LeaseLeasesRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("cascade: the local store's leases: %w", err)
@@ -41,6 +49,14 @@ func newApplier(ctx context.Context, srv *etcdserver.EtcdServer, breakKey string
 
 // rev is the local store's revision.
 func (a *applier) rev() int64 { return a.srv.KV().Rev() }
+
+// fingerprint is the store's revision and what it wrote.
+func (a *applier) fingerprint() fingerprint {
+	if a.last.rev != a.rev() {
+		return fingerprint{rev: a.rev()} // not seen applied: the number alone
+	}
+	return a.last
+}
 
 // applyResponse applies the events of one watch response, revision by
 // revision, in order. A response holds whole revisions (etcd's watch sends
@@ -92,6 +108,7 @@ func (a *applier) applyRevision(ctx context.Context, rev int64, evs []*mvccpb.Ev
 	if err := a.check(rev, evs, resp); err != nil {
 		return err
 	}
+	a.last = fingerprintOf(rev, evs)
 	a.applied(rev)
 	return nil
 }

@@ -76,10 +76,14 @@ const (
 // authz is the replica's copy of the source's auth and the tokens it saw
 // issued.
 type authz struct {
-	lg    *zap.Logger
-	dir   string
-	cli   *clientv3.Client
-	clock clockwork.Clock
+	lg  *zap.Logger
+	dir string
+	// cli reads the source's auth as the replica's user; checkToken asks
+	// the source whether the token of ctx's call stands (recheck; nil: it
+	// does not).
+	cli        *clientv3.Client
+	checkToken func(ctx context.Context) error
+	clock      clockwork.Clock
 	// interval is AuthRefreshInterval: the copy is confirmed that often
 	// while calls come (demand), not at all while none do. A call checked
 	// with a copy of an auth-enabled source confirmed longer than fresh
@@ -126,13 +130,8 @@ func (a *authz) sync(ctx context.Context, now time.Time) (*authView, error) {
 		return nil, err
 	}
 	old := a.view.Swap(v)
-	a.mu.Lock()
-	for t, i := range a.tokens {
-		if i.rev != v.rev {
-			delete(a.tokens, t)
-		}
-	}
-	a.mu.Unlock()
+	// Tokens recorded as of an older copy stay: each is checked with the
+	// source once, at its next use (caller).
 	a.confirm(now)
 	a.copies.Inc()
 	a.lg.Info("copied the source's auth", zap.Bool("enabled", s.enabled), zap.Uint64("auth-revision", s.rev),
@@ -240,8 +239,17 @@ func (a *authz) run(ctx context.Context) {
 }
 
 // IssueAt is called before an Authenticate is forwarded; the function it
-// returns records that the token the source then issued stands for user.
-func (a *authz) IssueAt() func(token, user string) {
+// returns records that the token the source then issued stands for user,
+// as of the copy of the source's auth confirmed now (it waits for that,
+// as a checked call does): so the next check does not find the copy
+// moved since and the token older than it.
+func (a *authz) IssueAt(ctx context.Context) (func(token, user string), error) {
+	a.demand.Store(true)
+	if v := a.view.Load(); v != nil && v.enabled {
+		if err := a.waitConfirmed(ctx); err != nil {
+			return nil, err
+		}
+	}
 	v := a.view.Load()
 	return func(token, user string) {
 		if v == nil || !v.enabled || token == "" {
@@ -252,10 +260,11 @@ func (a *authz) IssueAt() func(token, user string) {
 		if len(a.tokens) >= maxTokens {
 			clear(a.tokens)
 		}
-		// As of the copy before the Authenticate: if the source's auth
-		// moved meanwhile (a password changed), the token is refused.
+		// As of the copy confirmed before the Authenticate: if the
+		// source's auth moved meanwhile, the token is checked with the
+		// source at its next use.
 		a.tokens[token] = issued{user: user, rev: v.rev, used: a.clock.Now().UnixNano()}
-	}
+	}, nil
 }
 
 // Permit runs check, one of etcd's auth checks, for ctx's caller on the
@@ -300,8 +309,13 @@ func (a *authz) caller(ctx context.Context, v *authView) (*auth.AuthInfo, error)
 			a.tokens[ts[0]] = i
 		}
 		a.mu.Unlock()
-		if !ok || i.rev != v.rev {
+		if !ok {
 			return nil, auth.ErrInvalidAuthToken
+		}
+		if i.rev != v.rev {
+			if err := a.recheck(ctx, ts[0], i, v.rev); err != nil {
+				return nil, err
+			}
 		}
 		return &auth.AuthInfo{Username: i.user, Revision: v.as.Revision()}, nil
 	}
@@ -311,10 +325,56 @@ func (a *authz) caller(ctx context.Context, v *authView) (*auth.AuthInfo, error)
 	return &auth.AuthInfo{}, nil
 }
 
+// authCopyTimeout bounds the first copy of the source's auth (a read of
+// every user and role).
+const authCopyTimeout = time.Minute
+
+// recheck asks the source whether token, recorded as of an older copy of
+// its auth (the auth changed since it was issued), still stands: a read
+// with it, linearizable, to an upstream (a learner replica checks it with
+// the cluster's own auth store, as of now). A token the source no longer
+// takes (its user's password changed, the user deleted; a JWT older than
+// the change) is refused as the source refuses it, and forgotten; one it
+// takes (the change did not touch its user) is recorded as of rev. A
+// permission denied is the read's, not the token's: the token stands.
+func (a *authz) recheck(ctx context.Context, token string, i issued, rev uint64) error {
+	if a.checkToken == nil {
+		return auth.ErrInvalidAuthToken
+	}
+	rctx, cancel := context.WithTimeout(ctx, a.maxWait)
+	defer cancel()
+	err := a.checkToken(rctx)
+	switch {
+	case err == nil, errors.Is(rpctypes.Error(err), rpctypes.ErrPermissionDenied):
+		a.mu.Lock()
+		if cur, ok := a.tokens[token]; ok {
+			cur.rev = max(cur.rev, rev)
+			a.tokens[token] = cur
+		}
+		a.mu.Unlock()
+		return nil
+	case errors.Is(rpctypes.Error(err), rpctypes.ErrInvalidAuthToken), errors.Is(rpctypes.Error(err), rpctypes.ErrAuthOldRevision):
+		a.mu.Lock()
+		delete(a.tokens, token)
+		a.mu.Unlock()
+		if errors.Is(rpctypes.Error(err), rpctypes.ErrAuthOldRevision) {
+			return auth.ErrAuthOldRevision
+		}
+		return auth.ErrInvalidAuthToken
+	}
+	return status.Errorf(codes.Unavailable, "understudy: the source's auth changed since the caller's token was issued, and no upstream said within %v whether it still stands: %v", a.maxWait, err)
+}
+
 // copyAuth makes the store's first copy of the source's auth. A source
 // with auth on needs a replica user of the root role (ErrAuth).
 func (s *Store) copyAuth(ctx context.Context) error {
-	s.auth = newAuthz(s.lg, s.clock, s.cfg.Dir, s.fwd, s.cfg.AuthRefreshInterval, s.m.authCopies)
+	s.auth = newAuthz(s.lg, s.clock, s.cfg.Dir, s.all, s.cfg.AuthRefreshInterval, s.m.authCopies)
+	s.auth.checkToken = func(ctx context.Context) error {
+		// The forwarding client sends the caller's token, never the
+		// replica's user.
+		_, err := s.forward.Get(ctx, probeKey, clientv3.WithCountOnly())
+		return err
+	}
 	if err := os.MkdirAll(s.cfg.Dir, 0o700); err != nil {
 		return fmt.Errorf("cascade: %w", err)
 	}
@@ -322,7 +382,9 @@ func (s *Store) copyAuth(ctx context.Context) error {
 	for _, f := range old {
 		_ = os.Remove(f)
 	}
-	_, err := s.auth.sync(ctx, s.clock.Now())
+	sctx, cancel := context.WithTimeout(ctx, authCopyTimeout)
+	defer cancel()
+	_, err := s.auth.sync(sctx, s.clock.Now())
 	if err != nil && isAuthError(err) {
 		return fmt.Errorf("%w: %v", ErrAuth, err)
 	}
@@ -346,7 +408,9 @@ func newAuthz(lg *zap.Logger, clock clockwork.Clock, dir string, cli *clientv3.C
 
 // IssueAt is called before the front forwards an Authenticate; the
 // function it returns records the token the source issued (authz.IssueAt).
-func (s *Store) IssueAt() func(token, user string) { return s.auth.IssueAt() }
+func (s *Store) IssueAt(ctx context.Context) (func(token, user string), error) {
+	return s.auth.IssueAt(ctx)
+}
 
 // Permit runs check, one of etcd's auth checks, for ctx's caller as the
 // source's auth stands (its copy here); with the source's auth off, it

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
@@ -17,10 +18,9 @@ import (
 // is refused (ErrUserEmpty, as the source would refuse an anonymous one),
 // but for the calls etcd does not check (unchecked).
 
-// ForwardDialOptions are the forwarding client's interceptors; clientCert
-// says whether it presents a client certificate.
-func (s *Store) ForwardDialOptions(clientCert bool) []grpc.DialOption {
-	f := forwarder{clientCert: clientCert, authOn: func() bool {
+// ForwardDialOptions are the forwarding client's interceptors.
+func (s *Store) ForwardDialOptions() []grpc.DialOption {
+	f := forwarder{clientCert: s.cfg.ClientCert, authOn: func() bool {
 		v := s.auth.view.Load()
 		return v == nil || v.enabled
 	}}
@@ -90,3 +90,7 @@ func (t tokenCred) GetRequestMetadata(context.Context, ...string) (map[string]st
 }
 
 func (tokenCred) RequireTransportSecurity() bool { return false }
+
+// Forwarder is the client the front forwards calls with: each with its
+// caller's token.
+func (s *Store) Forwarder() *clientv3.Client { return s.forward }

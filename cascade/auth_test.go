@@ -45,8 +45,8 @@ func rangeCheck(key string) func(auth.AuthStore, *auth.AuthInfo) error {
 func TestAuthzChecksTheSourcesPermissions(t *testing.T) {
 	now := time.Now()
 	a := newTestAuthz(t, now)
-	a.IssueAt()("t-alice", "alice")
-	a.IssueAt()("t-root", "root")
+	issue(t, a, "t-alice", "alice")
+	issue(t, a, "t-root", "root")
 	for _, tc := range []struct {
 		ctx  context.Context
 		key  string
@@ -73,7 +73,7 @@ func TestAuthzChecksTheSourcesPermissions(t *testing.T) {
 func TestAuthzWaitsForAConfirmation(t *testing.T) {
 	now := time.Now()
 	a := newTestAuthz(t, now)
-	a.IssueAt()("t-root", "root")
+	issue(t, a, "t-root", "root")
 	clock := a.clock.(*clockwork.FakeClock)
 	clock.Advance(1500 * time.Millisecond)
 	if err := a.Permit(withToken("t-root"), rangeCheck("pub/a")); err != nil {
@@ -122,34 +122,110 @@ func TestAuthzAuthOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.view.Store(v)
-	a.IssueAt()("t", "alice")
+	issue(t, a, "t", "alice")
 	if err := a.Permit(context.Background(), rangeCheck("x")); err != nil || len(a.tokens) != 0 {
 		t.Fatalf("auth off: %v, tokens %v", err, a.tokens)
 	}
 }
 
-// A token is forgotten after tokenTTL unused, and one issued while the
-// source's auth changed is recorded as of the copy before: refused.
-func TestAuthzTokensExpireAndNeverOutliveAChange(t *testing.T) {
+// issue records a token as a forwarded Authenticate does.
+func issue(t *testing.T, a *authz, token, user string) {
+	t.Helper()
+	record, err := a.IssueAt(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(token, user)
+}
+
+// A token is forgotten after tokenTTL unused.
+func TestAuthzTokensExpire(t *testing.T) {
 	now := time.Now()
 	a := newTestAuthz(t, now)
 	clock := a.clock.(*clockwork.FakeClock)
-	a.IssueAt()("t-alice", "alice")
+	issue(t, a, "t-alice", "alice")
 	clock.Advance(tokenTTL + time.Second)
 	a.confirm(clock.Now())
 	if err := a.Permit(withToken("t-alice"), rangeCheck("pub/a")); !errors.Is(err, auth.ErrInvalidAuthToken) {
 		t.Fatalf("a token unused for longer than %v: %v, want invalid", tokenTTL, err)
 	}
-	record := a.IssueAt() // an Authenticate forwarded …
-	v, err := a.build(authState{enabled: true, rev: 8, users: map[string][]string{"root": {"root"}, "alice": nil}, roles: map[string][]*authpb.Permission{"root": nil}})
+}
+
+// An Authenticate is recorded against a copy confirmed when it is
+// forwarded: with the copy not confirmed lately, IssueAt waits for a
+// confirmation first (so that the next check does not refresh the copy and
+// find the token older than it).
+func TestAuthzIssuesAgainstAConfirmedCopy(t *testing.T) {
+	now := time.Now()
+	a := newTestAuthz(t, now)
+	clock := a.clock.(*clockwork.FakeClock)
+	clock.Advance(3 * time.Second) // a quiet spell: the copy is not fresh
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.IssueAt(context.Background())
+		done <- err
+	}()
+	select {
+	case <-a.kick:
+	case <-time.After(time.Minute):
+		t.Fatal("IssueAt did not ask for a confirmation")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("IssueAt returned before a confirmation: %v", err)
+	default:
+	}
+	a.confirm(clock.Now())
+	if err := <-done; err != nil {
+		t.Fatalf("after a confirmation: %v", err)
+	}
+}
+
+// After a change of the source's auth, a token recorded before it is
+// checked with the source once, at its next use: one the source takes
+// (the change did not touch its user; a permission denied is the read's,
+// not the token's) is kept, one it refuses is refused as the source refuses
+// it and forgotten, and with no answer the call is Unavailable.
+func TestAuthzRechecksTokensAfterAChange(t *testing.T) {
+	now := time.Now()
+	a := newTestAuthz(t, now)
+	for _, tok := range []string{"t-kept", "t-denied", "t-gone", "t-old", "t-noanswer"} {
+		issue(t, a, tok, "alice")
+	}
+	answers := map[string]error{
+		"t-kept": nil, "t-denied": rpctypes.ErrGRPCPermissionDenied, "t-gone": rpctypes.ErrGRPCInvalidAuthToken,
+		"t-old": rpctypes.ErrGRPCAuthOldRevision, "t-noanswer": status.Error(codes.Unavailable, "no upstream"),
+	}
+	asked := map[string]int{}
+	a.checkToken = func(ctx context.Context) error {
+		tok := metadata.ValueFromIncomingContext(ctx, rpctypes.TokenFieldNameGRPC)[0]
+		asked[tok]++
+		return answers[tok]
+	}
+	v, err := a.build(authState{enabled: true, rev: 8,
+		users: map[string][]string{"root": {"root"}, "alice": {"reader"}, "bob": nil},
+		roles: map[string][]*authpb.Permission{"root": nil, "reader": {{PermType: authpb.READ, Key: []byte("pub/"), RangeEnd: []byte("pub0")}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(v.close)
-	a.view.Store(v) // … while the source's auth changed (a password, say)
-	record("t-during", "alice")
-	if err := a.Permit(withToken("t-during"), rangeCheck("pub/a")); !errors.Is(err, auth.ErrInvalidAuthToken) {
-		t.Fatalf("a token issued across a change of the source's auth: %v, want invalid", err)
+	a.view.Store(v) // an unrelated change: bob added
+	for tok, want := range map[string][]error{"t-kept": {nil, nil}, "t-denied": {nil, nil},
+		"t-gone": {auth.ErrInvalidAuthToken, auth.ErrInvalidAuthToken}, "t-old": {auth.ErrAuthOldRevision, auth.ErrInvalidAuthToken}} {
+		for i, w := range want {
+			if err := a.Permit(withToken(tok), rangeCheck("pub/a")); !errors.Is(err, w) {
+				t.Errorf("%s, use %d after an auth change: %v, want %v", tok, i+1, err, w)
+			}
+		}
+	}
+	if err := a.Permit(withToken("t-noanswer"), rangeCheck("pub/a")); status.Code(err) != codes.Unavailable {
+		t.Errorf("a token the source did not answer for: %v, want Unavailable", err)
+	}
+	if asked["t-kept"] != 1 || asked["t-denied"] != 1 {
+		t.Errorf("tokens the source took were asked about %v; want once each", asked)
+	}
+	if _, ok := a.tokens["t-gone"]; ok {
+		t.Errorf("a token the source refused is still recorded")
 	}
 }
 

@@ -6,6 +6,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.etcd.io/etcd/server/v3/lease"
@@ -22,14 +25,29 @@ const localPeerURL = "http://127.0.0.1:0"
 func snapshotPath(dir string) string { return filepath.Join(dir, "bootstrap.snapshot") }
 func storeDir(dir string) string     { return filepath.Join(dir, "store") }
 
+// snapshotIdleTimeout ends a snapshot that sent nothing for that long.
+const snapshotIdleTimeout = 30 * time.Second
+
 // fetchSnapshot streams u's snapshot to the file at path (through a
-// temporary file, synced, then renamed), reporting the bytes received.
-func fetchSnapshot(ctx context.Context, u upstream, path string, progress func(int64)) error {
+// temporary file, synced, then renamed), reporting the bytes received. It
+// ends, failing, once the upstream sent nothing for snapshotIdleTimeout.
+func fetchSnapshot(parent context.Context, clock clockwork.Clock, u *upstream, path string, progress func(int64)) error {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	idle := clock.AfterFunc(snapshotIdleTimeout, cancel)
+	defer idle.Stop()
 	rc, err := u.cli.Snapshot(ctx)
 	if err != nil {
 		return fmt.Errorf("cascade: snapshot of --upstream %s: %w", u.url, err)
 	}
 	defer rc.Close()
+	report := progress
+	progress = func(n int64) {
+		idle.Reset(snapshotIdleTimeout)
+		if report != nil {
+			report(n)
+		}
+	}
 	tmp := path + ".part"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -44,6 +62,9 @@ func fetchSnapshot(ctx context.Context, u upstream, path string, progress func(i
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
+		if ctx.Err() != nil && parent.Err() == nil {
+			err = fmt.Errorf("nothing received for %v: %w", snapshotIdleTimeout, err)
+		}
 		return fmt.Errorf("cascade: snapshot of --upstream %s (%d bytes received): %w", u.url, n, err)
 	}
 	return os.Rename(tmp, path)

@@ -8,6 +8,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // readableFrom finds a store's compaction revision by etcd's rule: a read
@@ -62,7 +63,7 @@ func TestConfigValidate(t *testing.T) {
 	cfg.Self = []string{"http://127.0.0.1:2479"}
 	cfg.ProgressInterval = 0
 	err := cfg.Validate()
-	for _, want := range []string{`--upstream "ftp://x"`, "this replica's own client URL", "Dial is nil", "Dir is empty", "Logger is nil", "ProgressInterval 0s"} {
+	for _, want := range []string{`--upstream "ftp://x"`, "this replica's own client URL", "Dial and DialForward must be set", "Dir is empty", "Logger is nil", "ProgressInterval 0s"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate: %v; want %q", err, want)
 		}
@@ -70,6 +71,7 @@ func TestConfigValidate(t *testing.T) {
 	cfg = DefaultConfig()
 	cfg.Upstreams, cfg.Dir, cfg.Logger = []string{"http://a:1"}, t.TempDir(), zap.NewNop()
 	cfg.Dial = func([]string) (*clientv3.Client, error) { return nil, nil }
+	cfg.DialForward = func([]string, []grpc.DialOption) (*clientv3.Client, error) { return nil, nil }
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("a good config: %v", err)
 	}

@@ -39,14 +39,16 @@ func readableFrom(lo, hi int64, compacted func(r int64) (bool, error)) (int64, e
 // still reads where the local store begins, and the revision it compacted
 // at is searched for only when it does not (reads of a key nobody writes,
 // serializable: the upstream's own store, at once).
-func (s *Store) followCompaction(ctx context.Context, u upstream, upto int64) error {
+func (s *Store) followCompaction(ctx context.Context, u *upstream, upto int64) error {
 	local, err := s.localReadableFrom(upto)
 	if err != nil {
 		return err
 	}
 	bctx := background(ctx)
 	remote := func(r int64) (bool, error) {
-		_, err := u.cli.Get(bctx, probeKey, clientv3.WithRev(r), clientv3.WithSerializable(), clientv3.WithCountOnly())
+		rctx, cancel := context.WithTimeout(bctx, s.cfg.UpstreamTimeout)
+		defer cancel()
+		_, err := u.cli.Get(rctx, probeKey, clientv3.WithRev(r), clientv3.WithSerializable(), clientv3.WithCountOnly())
 		switch {
 		case err == nil:
 			return false, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // Config configures a cascaded replica's store.
@@ -24,6 +25,12 @@ type Config struct {
 	// Dial opens a client of endpoints, with the TLS and credentials the
 	// replica uses towards its upstreams.
 	Dial func(endpoints []string) (*clientv3.Client, error)
+	// DialForward opens a client of endpoints with the replica's TLS but
+	// no user, and opts (the interceptors that send each call's caller's
+	// token); ClientCert says whether it presents a client certificate
+	// (which names a user on the source: see ForwardDialOptions).
+	DialForward func(endpoints []string, opts []grpc.DialOption) (*clientv3.Client, error)
+	ClientCert  bool
 	// Dir holds the local store; every bootstrap replaces it.
 	Dir string
 	// Name names the local member (its log lines).
@@ -43,6 +50,14 @@ type Config struct {
 	// SilenceTimeout is how long an upstream may stay silent (no event,
 	// no progress) before the replica resumes its watch on the next one.
 	SilenceTimeout time.Duration
+	// UpstreamTimeout bounds every call on an upstream that no client
+	// waits for (a Status, a check of its history, opening its watch, a
+	// compaction or lease check): a dead upstream costs that much, and the
+	// next is tried.
+	UpstreamTimeout time.Duration
+	// RetryWait is the wait after a turn in which no upstream could be
+	// followed, doubling after each such turn in a row up to RetryWaitMax.
+	RetryWait, RetryWaitMax time.Duration
 	// CompactionInterval is how often the replica asks whether the
 	// source compacted, to compact its store as far.
 	CompactionInterval time.Duration
@@ -70,6 +85,9 @@ func DefaultConfig() Config {
 		Name:                "cascade",
 		ProgressInterval:    250 * time.Millisecond,
 		SilenceTimeout:      time.Second,
+		UpstreamTimeout:     2 * time.Second,
+		RetryWait:           250 * time.Millisecond,
+		RetryWaitMax:        time.Second,
 		CompactionInterval:  5 * time.Second,
 		LeaseGCInterval:     time.Minute,
 		AuthRefreshInterval: time.Second,
@@ -95,8 +113,8 @@ func (c Config) Validate() error {
 			}
 		}
 	}
-	if c.Dial == nil {
-		add("cascade: Config.Dial is nil")
+	if c.Dial == nil || c.DialForward == nil {
+		add("cascade: Config.Dial and DialForward must be set")
 	}
 	if c.Dir == "" {
 		add("cascade: Config.Dir is empty")
@@ -107,7 +125,8 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"ProgressInterval", c.ProgressInterval}, {"SilenceTimeout", c.SilenceTimeout}, {"CompactionInterval", c.CompactionInterval}, {"LeaseGCInterval", c.LeaseGCInterval}, {"AuthRefreshInterval", c.AuthRefreshInterval}} {
+	}{{"ProgressInterval", c.ProgressInterval}, {"SilenceTimeout", c.SilenceTimeout}, {"CompactionInterval", c.CompactionInterval}, {"LeaseGCInterval", c.LeaseGCInterval}, {"AuthRefreshInterval", c.AuthRefreshInterval},
+		{"UpstreamTimeout", c.UpstreamTimeout}, {"RetryWait", c.RetryWait}, {"RetryWaitMax", c.RetryWaitMax}} {
 		if d.v <= 0 {
 			add("cascade: %s %v: must be more than 0", d.name, d.v)
 		}

@@ -11,22 +11,25 @@ import (
 	"go.uber.org/zap"
 )
 
-// errLost means an upstream's watch ended or went silent: the replica
-// resumes on the next upstream. errCompactedHere means this upstream no
-// longer has the revision the replica needs.
+// errLost means an upstream could not be followed or stopped delivering
+// (no answer in time, its watch ended, it went silent): the replica
+// resumes on the next. errCompactedHere means this upstream no longer has
+// the revision the replica needs.
 var (
 	errLost          = errors.New("cascade: upstream lost")
 	errCompactedHere = errors.New("cascade: the upstream compacted past the next revision")
 )
 
 // Run applies the upstreams' watch to the local store until ctx ends (it
-// returns nil then) or the store must be built again: ErrDiverged, or
-// ErrBehind once every upstream has compacted past the revision it needs.
-// Upstreams are followed in turn: when one is lost (its watch ends or it
-// is silent for SilenceTimeout), the watch resumes on the next at the next
-// revision. It is the local store's only writer. Beside it, it keeps the
-// copy of the source's auth confirmed while calls come (authz.run).
-func (s *Store) Run(ctx context.Context) error {
+// returns nil then) or the store must be built again: ErrOtherHistory,
+// ErrDiverged, or ErrBehind (followCore says when). Each session with an
+// upstream first checks that it holds the store's revision as the store
+// does (verify), then applies its watch from the next revision until it
+// is lost, compacted past the store, or the store is fenced. It is the
+// local store's only writer. Beside it, it keeps the copy of the source's
+// auth confirmed while calls come (authz.run). Whatever it returns, the
+// store is fenced first: never served again.
+func (s *Store) Run(ctx context.Context) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -35,51 +38,96 @@ func (s *Store) Run(ctx context.Context) error {
 	}()
 	defer func() { <-done }()
 	defer cancel()
+	defer func() {
+		if err != nil {
+			err = s.fence(err)
+		}
+	}()
 	a, err := newApplier(ctx, s.e.Server, s.cfg.BreakApplyKey, s.publish)
 	if err != nil {
 		return err
 	}
-	compacted := 0 // upstreams in a row that compacted past the next revision
-	for i := 0; ctx.Err() == nil; i = (i + 1) % len(s.ups) {
-		u := s.ups[i]
-		err := s.follow(ctx, a, u)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case errors.Is(err, ErrDiverged):
-			s.m.divergences.Inc()
+	core := newFollowCore(s.cfg.Upstreams, s.first, s.cfg.RetryWait, s.cfg.RetryWaitMax)
+	s.publishStatus(core)
+	warned := make([]time.Time, len(s.ups)) // when each upstream's outcome was last logged
+	for {
+		if err := s.Fenced(); err != nil {
 			return err
-		case errors.Is(err, errCompactedHere):
-			if compacted++; compacted >= len(s.ups) {
-				return fmt.Errorf("%w (revision %d)", ErrBehind, a.rev()+1)
-			}
-		default:
-			compacted = 0
 		}
-		s.following(0)
-		s.m.switches.Inc()
-		s.lg.Warn("upstream lost; resuming on the next", zap.String("upstream", u.url), zap.Int64("from-revision", a.rev()+1), zap.Error(err))
-		if len(s.ups) == 1 {
-			// Nothing else to turn to: wait a little before asking again.
+		act := core.step()
+		switch act.kind {
+		case actBootstrap:
+			if errors.Is(act.err, ErrDiverged) {
+				s.m.divergences.Inc()
+			}
+			return act.err
+		case actWait:
+			s.logStalled(core)
 			select {
 			case <-ctx.Done():
-			case <-s.clock.After(s.cfg.SilenceTimeout):
+				return nil
+			case <-s.fenced:
+			case <-s.clock.After(act.wait):
 			}
+			continue
+		}
+		u := s.ups[act.upstream]
+		o := s.follow(ctx, a, u)
+		if ctx.Err() != nil {
+			return nil
+		}
+		core.done(act.upstream, o, a.rev()+1)
+		s.publishStatus(core)
+		if o.followed {
+			s.m.switches.Inc()
+		}
+		// Every session that followed, and an upstream that keeps failing
+		// once per stallLogEvery.
+		if now := s.clock.Now(); o.followed || now.Sub(warned[act.upstream]) >= stallLogEvery {
+			warned[act.upstream] = now
+			s.lg.Warn("upstream lost; resuming on the next", zap.String("upstream", u.url), zap.String("outcome", o.kind.String()),
+				zap.Int64("from-revision", a.rev()+1), zap.Error(o.err))
 		}
 	}
-	return nil
 }
 
-// follow watches u from the revision after the local one and applies what
-// it sends, until it is lost, compacted past that revision, or the store
-// diverges; between responses it asks u for progress, checks the source's
-// compaction and collects leases.
-func (s *Store) follow(ctx context.Context, a *applier, u upstream) error {
+// logStalled says, at most once per stallLogEvery, why no upstream is
+// followed.
+func (s *Store) logStalled(core *followCore) {
+	now := s.clock.Now()
+	if now.Sub(s.stallLogged) < stallLogEvery {
+		return
+	}
+	s.stallLogged = now
+	s.lg.Warn("following no upstream; trying them again", zap.Error(core.stalled(false)), zap.Int("turns", core.failedTurns))
+}
+
+// stallLogEvery spaces the warnings of a replica that follows no upstream.
+const stallLogEvery = 30 * time.Second
+
+// follow is one session with upstream u: it checks u's history at the
+// store's revision, opens its watch from the next revision, and applies
+// what it sends until it is lost, compacted past that revision, the store
+// diverges or is fenced; between responses it asks u for progress, checks
+// the source's compaction and collects leases.
+func (s *Store) follow(ctx context.Context, a *applier, u *upstream) outcome {
+	if _, err := u.client(); err != nil {
+		return outcomeOf(fmt.Errorf("%w: %v", errLost, err), false)
+	}
+	fp := a.fingerprint()
+	if err := s.verify(ctx, u, fp); err != nil {
+		return outcomeOf(err, false)
+	}
 	// Upkeep, not a client's demand: it must not keep a quiet upstream
 	// awake (wire.BackgroundKey).
 	wctx, cancel := context.WithCancel(background(clientv3.WithRequireLeader(ctx)))
 	defer cancel()
-	ch := u.cli.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(a.rev()+1), clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
+	sctx, end := context.WithCancel(context.Background())
+	defer end() // after unfollow: proofs asked of u meanwhile end
+	ch, err := s.openWatch(wctx, cancel, u, fp.rev+1)
+	if err != nil {
+		return outcomeOf(err, false)
+	}
 	progress := s.clock.NewTicker(s.cfg.ProgressInterval)
 	defer progress.Stop()
 	compaction := s.clock.NewTicker(s.cfg.CompactionInterval)
@@ -87,13 +135,23 @@ func (s *Store) follow(ctx context.Context, a *applier, u upstream) error {
 	gc := s.clock.NewTicker(s.cfg.LeaseGCInterval)
 	defer gc.Stop()
 	heard := s.clock.Now()
+	followed := false
+	defer s.unfollow()
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return outcome{kind: outcomeLost, followed: followed, err: ctx.Err()}
+		case <-s.fenced:
+			return outcomeOf(s.Fenced(), followed)
 		case resp, ok := <-ch:
 			if err := s.take(ctx, a, u, resp, ok); err != nil {
-				return err
+				return outcomeOf(err, followed)
+			}
+			if !followed {
+				// Created, from the next revision, of a checked history:
+				// proofs ask u from now on.
+				followed = true
+				s.followUp(sctx, u)
 			}
 			heard = s.clock.Now()
 		case <-progress.Chan():
@@ -103,7 +161,7 @@ func (s *Store) follow(ctx context.Context, a *applier, u upstream) error {
 			if s.clock.Since(heard) >= s.cfg.ProgressInterval {
 				quiet, err := s.silent(wctx, u, a.rev(), heard)
 				if err != nil {
-					return err
+					return outcomeOf(err, followed)
 				}
 				if quiet {
 					heard = s.clock.Now()
@@ -119,7 +177,7 @@ func (s *Store) follow(ctx context.Context, a *applier, u upstream) error {
 		case <-gc.Chan():
 			if err := s.collectLeases(ctx, a, u); err != nil {
 				if errors.Is(err, ErrDiverged) {
-					return err
+					return outcomeOf(err, followed)
 				}
 				s.lg.Warn("collecting leases the source has ended", zap.String("upstream", u.url), zap.Error(err))
 			}
@@ -127,8 +185,44 @@ func (s *Store) follow(ctx context.Context, a *applier, u upstream) error {
 	}
 }
 
+// outcomeOf classifies how a session ended.
+func outcomeOf(err error, followed bool) outcome {
+	o := outcome{kind: outcomeLost, followed: followed, err: err}
+	switch {
+	case errors.Is(err, ErrOtherHistory):
+		o.kind = outcomeOtherHistory
+	case errors.Is(err, ErrDiverged):
+		o.kind = outcomeDiverged
+	case errors.Is(err, errCompactedHere):
+		o.kind = outcomeCompacted
+	}
+	return o
+}
+
+// openWatch opens u's watch of every key from revision from, within the
+// upstream timeout: clientv3's Watch waits for a connection as long as its
+// context lives (a dead upstream would hold the loop for good), so it is
+// called aside and its context (wctx, cancelled by cancel) ended if it does
+// not return in time.
+func (s *Store) openWatch(wctx context.Context, cancel context.CancelFunc, u *upstream, from int64) (clientv3.WatchChan, error) {
+	opened := make(chan clientv3.WatchChan, 1)
+	go func() {
+		opened <- u.cli.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(from), clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
+	}()
+	t := s.clock.NewTimer(s.cfg.UpstreamTimeout)
+	defer t.Stop()
+	select {
+	case ch := <-opened:
+		return ch, nil
+	case <-t.Chan():
+		cancel()
+		<-opened // Watch returns once its context ends
+		return nil, fmt.Errorf("%w: %s: its watch did not open within %v", errLost, u.url, s.cfg.UpstreamTimeout)
+	}
+}
+
 // take handles one watch response from u.
-func (s *Store) take(ctx context.Context, a *applier, u upstream, resp clientv3.WatchResponse, ok bool) error {
+func (s *Store) take(ctx context.Context, a *applier, u *upstream, resp clientv3.WatchResponse, ok bool) error {
 	switch {
 	case !ok:
 		return fmt.Errorf("%w: %s's watch closed", errLost, u.url)
@@ -136,6 +230,14 @@ func (s *Store) take(ctx context.Context, a *applier, u upstream, resp clientv3.
 		return fmt.Errorf("%w: %s compacted to %d, the replica needs %d", errCompactedHere, u.url, resp.CompactRevision, a.rev()+1)
 	case resp.Err() != nil:
 		return fmt.Errorf("%w: %s: %v", errLost, u.url, resp.Err())
+	}
+	if err := s.checkHeader(u.url, "its watch", resp.Header, 0, false); err != nil {
+		return err
+	}
+	if resp.Header.Revision < a.rev() {
+		// Checked at the session's start to hold the store's revision: it
+		// went back. The next session checks it again.
+		return fmt.Errorf("%w: %s's watch answered at revision %d, behind the store's %d", errLost, u.url, resp.Header.Revision, a.rev())
 	}
 	s.heard(u, resp.Header.Revision)
 	if len(resp.Events) == 0 {
@@ -158,11 +260,12 @@ func (s *Store) take(ctx context.Context, a *applier, u upstream, resp clientv3.
 // etcd answers no progress request while a watch's start revision (rev+1)
 // is past its store's (progressIfSync), so the watch of a cluster that
 // writes nothing is silent, and only a read tells a quiet upstream from a
-// lost one. It reports quiet if the upstream answers at rev or before (the
-// watch had nothing to send: it is heard), and returns errLost if it
-// answers past rev once heard is SilenceTimeout ago (its watch is not
-// delivering what it has), or if it does not answer by then.
-func (s *Store) silent(ctx context.Context, u upstream, rev int64, heard time.Time) (quiet bool, err error) {
+// lost one. It reports quiet if the upstream answers at rev (the watch had
+// nothing to send: it is heard), and returns errLost if it answers past
+// rev once heard is SilenceTimeout ago (its watch is not delivering what
+// it has), below rev (it went back: the next session checks its history),
+// or if it does not answer by then.
+func (s *Store) silent(ctx context.Context, u *upstream, rev int64, heard time.Time) (quiet bool, err error) {
 	deadline := heard.Add(s.cfg.SilenceTimeout)
 	rctx, cancel := context.WithTimeout(ctx, max(deadline.Sub(s.clock.Now()), 0))
 	defer cancel()
@@ -170,7 +273,11 @@ func (s *Store) silent(ctx context.Context, u upstream, rev int64, heard time.Ti
 	switch {
 	case err != nil:
 		return false, fmt.Errorf("%w: %s silent for %v, and a read unanswered: %v", errLost, u.url, s.clock.Since(heard).Round(time.Millisecond), err)
-	case resp.Header.Revision <= rev:
+	case s.checkHeader(u.url, "a read of its revision", resp.Header, rev, false) != nil:
+		return false, s.Fenced()
+	case resp.Header.Revision < rev:
+		return false, fmt.Errorf("%w: %s answers at revision %d, behind the store's %d", errLost, u.url, resp.Header.Revision, rev)
+	case resp.Header.Revision == rev:
 		s.heard(u, resp.Header.Revision)
 		return true, nil
 	case s.clock.Now().After(deadline):

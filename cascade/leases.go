@@ -16,7 +16,7 @@ import (
 // key makes no revision when revoked; one that did would be a divergence.
 // It asks the upstream about keyless leases only (a learner upstream asks
 // its leader: one request per such lease per LeaseGCInterval).
-func (s *Store) collectLeases(ctx context.Context, a *applier, u upstream) error {
+func (s *Store) collectLeases(ctx context.Context, a *applier, u *upstream) error {
 	srv := s.e.Server
 	ls, err := srv.LeaseLeases(ctx, &pb.LeaseLeasesRequest{})
 	if err != nil {
@@ -27,7 +27,9 @@ func (s *Store) collectLeases(ctx context.Context, a *applier, u upstream) error
 		if err != nil || len(ttl.Keys) > 0 {
 			continue
 		}
-		up, err := u.cli.TimeToLive(background(ctx), clientv3.LeaseID(l.ID))
+		uctx, cancel := context.WithTimeout(background(ctx), s.cfg.UpstreamTimeout)
+		up, err := u.cli.TimeToLive(uctx, clientv3.LeaseID(l.ID))
+		cancel()
 		if err != nil {
 			return fmt.Errorf("cascade: lease %x at the upstream: %w", l.ID, err)
 		}

@@ -3,6 +3,7 @@ package cascade
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -42,6 +43,9 @@ func (s *Store) Contact() readindex.ContactSource { return member{s} }
 const followingLead = 1
 
 func (m member) LinearizableReadNotify(ctx context.Context) error {
+	if err := m.s.Fenced(); err != nil {
+		return err
+	}
 	if readindex.Background(ctx) {
 		if accept := readindex.AcceptAged(ctx); accept > 0 && m.s.clock.Now().UnixNano() >= m.s.noBoundUntil.Load() {
 			if m.aged(ctx, accept) {
@@ -50,11 +54,30 @@ func (m member) LinearizableReadNotify(ctx context.Context) error {
 		}
 		ctx = background(ctx)
 	}
-	resp, err := m.s.fwd.Get(ctx, probeKey, clientv3.WithCountOnly())
+	url, cli, session := m.s.proofClient()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(session, cancel) // u no longer followed: ask the next
+	defer stop()
+	atAsk := m.s.Revision()
+	resp, err := cli.Get(ctx, probeKey, clientv3.WithCountOnly())
 	if err != nil {
-		return fmt.Errorf("cascade: a linearizable revision from the upstreams: %w", err)
+		return fmt.Errorf("cascade: a linearizable revision from --upstream %s: %w", url, err)
+	}
+	if err := m.s.checkHeader(url, "a linearizable read (a strong read's proof)", resp.Header, atAsk, true); err != nil {
+		return err
 	}
 	return m.s.WaitRevision(ctx, resp.Header.Revision)
+}
+
+// proofClient is the client proofs ask: the upstream whose watch the store
+// follows (alive, and of the store's history, checked), for as long as
+// the returned context lives; else any, with a context that never ends.
+func (s *Store) proofClient() (string, *clientv3.Client, context.Context) {
+	if f := s.followed.Load(); f != nil {
+		return f.u.url, f.u.cli, f.ctx
+	}
+	return strings.Join(s.cfg.Upstreams, ","), s.all, context.Background()
 }
 
 // noBoundFor is how long a cascaded replica asks for strong reads alone
@@ -79,11 +102,17 @@ const noBoundFor = 10 * time.Minute
 func (m member) aged(ctx context.Context, accept time.Duration) bool {
 	actx := metadata.AppendToOutgoingContext(background(ctx), wire.MaxStalenessKey, accept.String(), wire.FreshnessKey, "1")
 	var hdr metadata.MD
-	// clientv3's retrying KV client, as Get's: an upstream down is
-	// retried on another.
-	resp, err := clientv3.RetryKVClient(m.s.fwd).Range(actx,
+	url, cli, _ := m.s.proofClient()
+	atAsk := m.s.Revision()
+	// clientv3's retrying KV client, as Get's.
+	resp, err := clientv3.RetryKVClient(cli).Range(actx,
 		&pb.RangeRequest{Key: []byte(probeKey), Serializable: true, CountOnly: true}, grpc.Header(&hdr))
-	if err != nil {
+	if err != nil || m.s.checkHeader(url, "a bounded read (a quiet replica's upkeep)", resp.Header, atAsk, false) != nil {
+		return false
+	}
+	if resp.Header.Revision < atAsk {
+		// An upstream behind the store proves nothing about it here: a
+		// strong read will tell a lagging one from another history.
 		return false
 	}
 	mode, bound := hdr.Get(wire.ReadModeKey), hdr.Get(wire.StalenessBoundKey)

@@ -14,6 +14,7 @@ type Metrics struct {
 	bootstrapBytes prometheus.Gauge
 	switches       prometheus.Counter
 	divergences    prometheus.Counter
+	historyChanges prometheus.Counter
 	agedRounds     prometheus.Counter
 	applySeconds   prometheus.Histogram
 	authCopies     prometheus.Counter
@@ -31,6 +32,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Times the cascaded replica resumed its watch on another upstream (the one it followed lost, silent or compacted past it)."}),
 		divergences: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "cascade", Name: "divergences_total",
 			Help: "Source revisions after which the local store was found to differ from the source: the replica stopped serving and bootstrapped again."}),
+		historyChanges: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "cascade", Name: "history_changes_total",
+			Help: "Times an upstream was found to hold another history than the store (another cluster ID, or a linearizable revision below the store's, or other changes at the store's revision: the source restored from a backup): the replica stopped serving the store at once and bootstrapped again."}),
 		agedRounds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "cascade", Name: "aged_rounds_total",
 			Help: "Background freshness rounds answered from an upstream's own last round (a bounded read within the background period, which costs the upstream and the leader no ReadIndex round): the store is then fresh as of that round's start."}),
 		authCopies: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "cascade", Name: "auth_copies_total",
@@ -49,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			return 0
 		}
 	}
-	reg.MustRegister(m.bootstraps, m.bootstrapBytes, m.switches, m.divergences, m.agedRounds, m.applySeconds, m.authCopies,
+	reg.MustRegister(m.bootstraps, m.bootstrapBytes, m.switches, m.divergences, m.historyChanges, m.agedRounds, m.applySeconds, m.authCopies,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "cascade", Name: "revision",
 			Help: "The source revision the cascaded replica's store holds."}, store(func(s *Store) float64 { return float64(s.Revision()) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "cascade", Name: "lag_revisions",

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -28,9 +29,12 @@ type Store struct {
 	// instance names this replica in chains of upstreams (Chain).
 	instance string
 	// ups are the upstreams, one client each (the watch follows one);
-	// fwd is a client of all of them, for rounds and the source's auth.
-	ups []upstream
-	fwd *clientv3.Client
+	// all is a client of all of them as the replica's user, for rounds
+	// and the source's auth; forward is one that sends each call's
+	// caller's token (ForwardDialOptions), never the replica's user: the
+	// front forwards with it, and tokens are checked with it.
+	ups          []*upstream
+	all, forward *clientv3.Client
 	// auth is the copy of the source's auth the front checks calls with.
 	auth *authz
 	// cluster is the source cluster's ID.
@@ -53,6 +57,22 @@ type Store struct {
 	// reads (member.aged: an upstream's answer told no bound).
 	noBoundUntil atomic.Int64
 
+	// first is the upstream followed first (the snapshot's); followed is
+	// the one whose watch the store follows now (nil while none: proofs
+	// then ask any); stall is why none is (Stalled), as the follow loop
+	// last decided; stallLogged is when it last said so (Run's own).
+	first       int
+	followed    atomic.Pointer[session]
+	stall       atomic.Pointer[error]
+	stallLogged time.Time
+
+	// fenceCtx is cancelled, with the reason as its cause, once the store
+	// must never be served again (fence); fenced is its Done.
+	fenceOnce   sync.Once
+	fenceCtx    context.Context
+	fenceCancel context.CancelCauseFunc
+	fenced      <-chan struct{}
+
 	closeOnce sync.Once
 }
 
@@ -71,6 +91,8 @@ func Open(ctx context.Context, cfg Config, instance string) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{cfg: cfg, lg: cfg.Logger, clock: cfg.Clock, instance: instance, applied: wait.NewTimeList()}
+	s.fenceCtx, s.fenceCancel = context.WithCancelCause(context.Background())
+	s.fenced = s.fenceCtx.Done()
 	if s.clock == nil {
 		s.clock = clockwork.NewRealClock()
 	}
@@ -87,7 +109,7 @@ func Open(ctx context.Context, cfg Config, instance string) (*Store, error) {
 	if err := s.dial(); err != nil {
 		return nil, err
 	}
-	cluster, ids, err := checkUpstreams(ctx, s.ups, instance)
+	cluster, ids, err := checkUpstreams(ctx, s.ups, instance, s.cfg.UpstreamTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +120,11 @@ func Open(ctx context.Context, cfg Config, instance string) (*Store, error) {
 	src, found := snapshotSource(s.ups, ids)
 	if !found {
 		return nil, fmt.Errorf("cascade: no --upstream answered")
+	}
+	for i, u := range s.ups {
+		if u.url == src.url {
+			s.first = i
+		}
 	}
 	s.upChain = ids[src.url].chain
 	s.sourceLeader.Store(ids[src.url].leadID)
@@ -112,22 +139,23 @@ func Open(ctx context.Context, cfg Config, instance string) (*Store, error) {
 // dial opens a client of each upstream, and one of all of them.
 func (s *Store) dial() error {
 	for _, u := range s.cfg.Upstreams {
-		cli, err := s.cfg.Dial([]string{u})
-		if err != nil {
-			return fmt.Errorf("cascade: --upstream %s: %w", u, err)
-		}
-		s.ups = append(s.ups, upstream{url: u, cli: cli})
+		s.ups = append(s.ups, &upstream{url: u, dial: s.cfg.Dial})
 	}
-	fwd, err := s.cfg.Dial(s.cfg.Upstreams)
+	all, err := s.cfg.Dial(s.cfg.Upstreams)
 	if err != nil {
 		return fmt.Errorf("cascade: --upstream: %w", err)
 	}
-	s.fwd = fwd
+	s.all = all
+	forward, err := s.cfg.DialForward(s.cfg.Upstreams, s.ForwardDialOptions())
+	if err != nil {
+		return fmt.Errorf("cascade: --upstream: %w", err)
+	}
+	s.forward = forward
 	return nil
 }
 
 // bootstrap fetches src's snapshot, restores it and starts the local member.
-func (s *Store) bootstrap(ctx context.Context, src upstream) error {
+func (s *Store) bootstrap(ctx context.Context, src *upstream) error {
 	if err := os.MkdirAll(s.cfg.Dir, 0o700); err != nil {
 		return fmt.Errorf("cascade: %w", err)
 	}
@@ -135,7 +163,7 @@ func (s *Store) bootstrap(ctx context.Context, src upstream) error {
 	s.m.bootstraps.Inc()
 	s.m.bootstrapBytes.Set(0)
 	snap := snapshotPath(s.cfg.Dir)
-	if err := fetchSnapshot(ctx, src, snap, func(n int64) { s.m.bootstrapBytes.Add(float64(n)) }); err != nil {
+	if err := fetchSnapshot(ctx, s.clock, src, snap, func(n int64) { s.m.bootstrapBytes.Add(float64(n)) }); err != nil {
 		return err
 	}
 	token := "understudy-cascade-" + s.instance
@@ -180,7 +208,7 @@ func (s *Store) publish(rev int64) { s.applied.Trigger(uint64(rev)) }
 
 // heard records what upstream u sent: it is alive, and the source is at
 // revision rev or later.
-func (s *Store) heard(u upstream, rev int64) {
+func (s *Store) heard(u *upstream, rev int64) {
 	s.contact.Add(1)
 	s.following(followingLead)
 	for old := s.sourceRev.Load(); rev > old && !s.sourceRev.CompareAndSwap(old, rev); old = s.sourceRev.Load() {
@@ -190,12 +218,57 @@ func (s *Store) heard(u upstream, rev int64) {
 // following records whether an upstream is followed (lead, see Member).
 func (s *Store) following(lead uint64) { s.lead.Store(lead) }
 
+// session is an upstream whose watch the store follows; ctx ends with
+// the session (a proof still asked of it then is given up, and the round
+// retried on the next).
+type session struct {
+	u   *upstream
+	ctx context.Context
+}
+
+// followUp records that the store follows u's watch, for as long as ctx
+// lives; unfollow that it does not.
+func (s *Store) followUp(ctx context.Context, u *upstream) {
+	s.followed.Store(&session{u: u, ctx: ctx})
+	s.following(followingLead)
+}
+
+func (s *Store) unfollow() {
+	s.followed.Store(nil)
+	s.following(0)
+}
+
+// publishStatus publishes why the follow loop follows no upstream, as it
+// decided last (Stalled).
+func (s *Store) publishStatus(core *followCore) {
+	err := core.stalled(false)
+	s.stall.Store(&err)
+}
+
+// Stalled is nil while the store follows an upstream's watch, and else
+// says why it does not (what each upstream tried came to, or the fence):
+// the store cannot advance meanwhile (/readyz).
+func (s *Store) Stalled() error {
+	if err := s.Fenced(); err != nil {
+		return err
+	}
+	if s.followed.Load() != nil {
+		return nil
+	}
+	if p := s.stall.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // WaitRevision returns once the local store holds revision rev, or with
-// ctx's error.
+// ctx's error, or the fence's (the store will not be served).
 func (s *Store) WaitRevision(ctx context.Context, rev int64) error {
 	select {
 	case <-s.applied.Wait(uint64(rev)):
-		return nil
+		return s.Fenced()
+	case <-s.fenced:
+		return s.Fenced()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -205,14 +278,18 @@ func (s *Store) WaitRevision(ctx context.Context, rev int64) error {
 // files stay until the next bootstrap replaces them.
 func (s *Store) Close() {
 	s.closeOnce.Do(func() {
+		s.fence(errClosed)
 		if s.e != nil {
 			s.e.Close()
 		}
 		for _, u := range s.ups {
-			_ = u.cli.Close()
+			u.close()
 		}
-		if s.fwd != nil {
-			_ = s.fwd.Close()
+		if s.forward != nil {
+			_ = s.forward.Close()
+		}
+		if s.all != nil {
+			_ = s.all.Close()
 		}
 		if s.auth != nil {
 			// The front's last checks may still be reading it.

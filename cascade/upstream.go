@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -23,19 +24,47 @@ var (
 	// revision the Applier checked: it must not be served, and the replica
 	// bootstraps again.
 	ErrDiverged = errors.New("cascade: the local store diverged from the source")
-	// ErrBehind means no upstream still has the revisions the replica
-	// needs (compacted past them): it bootstraps again.
-	ErrBehind = errors.New("cascade: the upstream compacted past the revision this replica needs")
+	// ErrBehind means no upstream the replica can follow still has the
+	// revisions it needs (compacted past them): it bootstraps again.
+	ErrBehind = errors.New("cascade: no upstream that answers still has the revision this replica needs (compacted past it)")
 	// ErrAuth refuses a source cluster with auth enabled to a replica
 	// without a user of the root role: it copies the whole keyspace (a
 	// snapshot, a watch of every key) and the users and roles.
 	ErrAuth = errors.New("cascade: the source cluster has auth enabled: a cascaded replica needs --user (and --password) of a user with the root role, to copy its snapshot, every key's changes and its users and roles")
 )
 
-// upstream is one --upstream URL and its client.
+// upstream is one --upstream URL and its client, made when first needed
+// (client): a client with the replica's user authenticates as it is made,
+// which an upstream down cannot answer.
 type upstream struct {
-	url string
+	url  string
+	dial func(endpoints []string) (*clientv3.Client, error)
+	mu   sync.Mutex
+	// cli is set once, by client, and never changes after.
 	cli *clientv3.Client
+}
+
+// client is u's client, made now if it was not yet.
+func (u *upstream) client() (*clientv3.Client, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.cli != nil {
+		return u.cli, nil
+	}
+	cli, err := u.dial([]string{u.url})
+	if err != nil {
+		return nil, fmt.Errorf("--upstream %s: %w", u.url, err)
+	}
+	u.cli = cli
+	return cli, nil
+}
+
+func (u *upstream) close() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.cli != nil {
+		_ = u.cli.Close()
+	}
 }
 
 // identity is what an upstream says of itself.
@@ -47,37 +76,62 @@ type identity struct {
 	chain   []string
 }
 
-// statusTimeout bounds one upstream's Status.
-const statusTimeout = 5 * time.Second
-
-// identify asks u's Status, as a probe (a replica then tells its chain of
-// upstreams, wire.UpstreamChainKey).
-func identify(ctx context.Context, u upstream) (identity, error) {
-	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, wire.ProbeKey, "1"), statusTimeout)
+// identify asks u's Status within timeout, as a probe (a replica then
+// tells its chain of upstreams, wire.UpstreamChainKey).
+func identify(ctx context.Context, u *upstream, timeout time.Duration) (identity, error) {
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, wire.ProbeKey, "1"), timeout)
 	defer cancel()
-	var hdr metadata.MD
-	st, err := pb.NewMaintenanceClient(u.cli.ActiveConnection()).Status(ctx, &pb.StatusRequest{}, grpc.Header(&hdr))
+	cli, err := u.client()
 	if err != nil {
-		return identity{}, fmt.Errorf("--upstream %s: not an etcd client URL that answers Status: %w", u.url, err)
+		return identity{}, err
+	}
+	var hdr metadata.MD
+	st, err := pb.NewMaintenanceClient(cli.ActiveConnection()).Status(ctx, &pb.StatusRequest{}, grpc.Header(&hdr))
+	if err != nil {
+		return identity{}, fmt.Errorf("--upstream %s: not an etcd client URL that answers Status within %v: %w", u.url, timeout, err)
 	}
 	id := identity{cluster: st.Header.ClusterId, leader: st.Leader != 0 && st.Leader == st.Header.MemberId, leadID: st.Leader, rev: st.Header.Revision}
 	if v := hdr.Get(wire.UpstreamChainKey); len(v) > 0 {
 		id.chain = strings.Split(v[0], ",")
 	}
+	if st.IsLearner && len(id.chain) == 0 {
+		// A stock etcd learner serves only Status and serializable reads:
+		// no watch, no linearizable read, no auth status.
+		return identity{}, fmt.Errorf("%w: %s is a stock etcd learner (member %x), which serves only Status and serializable reads, not the watch and linearizable reads a cascaded replica copies with: name a replica's client URL (or a voter's)",
+			ErrUpstream, u.url, st.Header.MemberId)
+	}
 	return id, nil
 }
 
-// checkUpstreams refuses upstreams of different clusters, and one whose
+// checkUpstreams asks every upstream at once (each within timeout) and
+// refuses upstreams of different clusters, a stock learner, and one whose
 // chain of upstreams holds this replica (instance): a cycle. It returns
 // the source cluster's ID and the identities, by upstream, of those that
 // answered (an upstream down now may be used later, once checked).
-func checkUpstreams(ctx context.Context, us []upstream, instance string) (uint64, map[string]identity, error) {
+func checkUpstreams(ctx context.Context, us []*upstream, instance string, timeout time.Duration) (uint64, map[string]identity, error) {
+	type answer struct {
+		id  identity
+		err error
+	}
+	answers := make([]answer, len(us))
+	var wg sync.WaitGroup
+	for i, u := range us {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i].id, answers[i].err = identify(ctx, u, timeout)
+		}()
+	}
+	wg.Wait()
 	ids := map[string]identity{}
 	var errs []error
 	var cluster uint64
 	var first string
-	for _, u := range us {
-		id, err := identify(ctx, u)
+	for i, u := range us {
+		id, err := answers[i].id, answers[i].err
+		if errors.Is(err, ErrUpstream) {
+			return 0, nil, err
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -102,7 +156,7 @@ func checkUpstreams(ctx context.Context, us []upstream, instance string) (uint64
 
 // snapshotSource is the upstream to take the snapshot from: the first that
 // answered and is not the leader; the leader only if nothing else answered.
-func snapshotSource(us []upstream, ids map[string]identity) (upstream, bool) {
+func snapshotSource(us []*upstream, ids map[string]identity) (*upstream, bool) {
 	var leader *upstream
 	for i, u := range us {
 		id, ok := ids[u.url]
@@ -111,13 +165,10 @@ func snapshotSource(us []upstream, ids map[string]identity) (upstream, bool) {
 		case !id.leader:
 			return u, true
 		case leader == nil:
-			leader = &us[i]
+			leader = us[i]
 		}
 	}
-	if leader != nil {
-		return *leader, true
-	}
-	return upstream{}, false
+	return leader, leader != nil
 }
 
 // background marks a request to an upstream as this replica's upkeep, no

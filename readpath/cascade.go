@@ -9,7 +9,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/etcdserver/txn"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/understudy-kv/understudy/readindex"
 )
@@ -36,11 +38,19 @@ type Cascade struct {
 	Progress func() (applied, source int64)
 	// Chain names the replica and its upstreams (wire.UpstreamChainKey).
 	Chain func() []string
+	// Fence is cancelled, with the reason as its cause, once the store
+	// must not be served (another history, a divergence, a bootstrap
+	// again): every call is refused with it (Unavailable), and every
+	// stream open then ends with it.
+	Fence context.Context
+	// Stalled is nil while the store follows an upstream, else why not
+	// (/readyz's upstream check).
+	Stalled func() error
 	// Permit checks a call served from the store against the source's
 	// auth; IssueAt, called before an Authenticate is forwarded, returns
 	// what records the token the source issued (cascade.Store's).
 	Permit  Permit
-	IssueAt func() func(token, user string)
+	IssueAt func(ctx context.Context) (func(token, user string), error)
 }
 
 // forwardedKV is a cascaded replica's KV: reads from the local store (the
@@ -229,4 +239,46 @@ func (s clusterStream) SendMsg(m any) error {
 		h.GetHeader().ClusterId = s.cluster
 	}
 	return s.ServerStream.SendMsg(m)
+}
+
+// fenceUnary and fenceStream refuse every call once the store must not be
+// served (Cascade.Fence), and end every stream open then, saying why:
+// Unavailable, on which clients try again (clientv3 resumes a watch).
+func fenceUnary(fence context.Context) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := fenced(fence); err != nil {
+			return nil, err
+		}
+		resp, err := handler(ctx, req)
+		if ferr := fenced(fence); err != nil && ferr != nil {
+			err = ferr
+		}
+		return resp, err
+	}
+}
+
+func fenceStream(fence context.Context) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := fenced(fence); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithCancelCause(ss.Context())
+		defer cancel(nil)
+		stop := context.AfterFunc(fence, func() { cancel(fenced(fence)) })
+		defer stop()
+		err := handler(srv, &leaderStream{ServerStream: ss, ctx: causeContext{ctx}, cancel: cancel})
+		if ferr := fenced(fence); ferr != nil {
+			return ferr
+		}
+		return err
+	}
+}
+
+// fenced is the refusal of a fenced store's calls, nil while it may be
+// served.
+func fenced(fence context.Context) error {
+	if fence.Err() == nil {
+		return nil
+	}
+	return status.Error(codes.Unavailable, "understudy: this cascaded replica does not serve its store: "+context.Cause(fence).Error())
 }

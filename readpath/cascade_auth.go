@@ -91,6 +91,14 @@ func (w *permittedWatch) Recv() (*pb.WatchRequest, error) {
 			// and the client opens it again.
 			return nil, err
 		}
+		if errors.Is(err, rpctypes.ErrGRPCInvalidAuthToken) {
+			// A token this replica did not see issued (or one the source
+			// no longer takes): etcd's clients authenticate for each
+			// stream they open (clientv3's stream interceptor), not for a
+			// watch refused on one. The stream ends, Unavailable, and the
+			// client opens another (after its backoff) with a new token.
+			return nil, status.Error(codes.Unavailable, "understudy: this cascaded replica does not take the stream's auth token (issued through another endpoint, or no longer valid at the source): open the stream again, authenticating through this replica")
+		}
 		resp := &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: w.rev()}, WatchId: clientv3.InvalidWatchID,
 			Created: true, Canceled: true, CancelReason: watchCancelReason(err)}
 		if err := w.Send(resp); err != nil {
@@ -123,11 +131,14 @@ func watchCancelReason(err error) string {
 type cascadeAuth struct {
 	pb.AuthServer
 	up      pb.AuthClient
-	issueAt func() func(token, user string)
+	issueAt func(ctx context.Context) (func(token, user string), error)
 }
 
 func (a *cascadeAuth) Authenticate(ctx context.Context, r *pb.AuthenticateRequest) (*pb.AuthenticateResponse, error) {
-	issued := a.issueAt()
+	issued, err := a.issueAt(ctx)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := a.up.Authenticate(forwardMD(ctx), r)
 	if err == nil {
 		issued(resp.Token, r.Name)

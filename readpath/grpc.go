@@ -50,8 +50,8 @@ func (f *Front) newGRPC(cfg Config, lw *leaderWatch) {
 	stream := []grpc.StreamServerInterceptor{streamInterceptor(lw, m, f.fresh.Touch)}
 	if c := cfg.Cascade; c != nil {
 		probe.chain = c.Chain
-		unary = []grpc.UnaryServerInterceptor{clusterHeaderUnary(c.Cluster), unaryInterceptor(lw, m, probe, f.fresh.Touch)}
-		stream = append([]grpc.StreamServerInterceptor{clusterHeaderStream(c.Cluster)}, stream...)
+		unary = []grpc.UnaryServerInterceptor{clusterHeaderUnary(c.Cluster), fenceUnary(c.Fence), unaryInterceptor(lw, m, probe, f.fresh.Touch)}
+		stream = append([]grpc.StreamServerInterceptor{clusterHeaderStream(c.Cluster), fenceStream(c.Fence)}, stream...)
 	}
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unary...),

@@ -31,6 +31,9 @@ const (
 	// replica (a quiet one: no client requests, so rounds far apart) does
 	// a round for the probe.
 	checkFreshness = "freshness"
+	// checkUpstream, a cascaded replica's: its store follows an
+	// upstream's watch, and may be served (Cascade.Stalled says why not).
+	checkUpstream = "upstream"
 	// etcdNonLearner is etcd's readyz check that fails every learner.
 	etcdNonLearner = "non_learner"
 	// etcdLinearizableRead is etcd's readyz check that does a ReadIndex
@@ -60,9 +63,21 @@ type readiness struct {
 	applied  func() (applied, committed uint64)
 	contact  *readindex.LeaderContact
 	fresh    *readindex.Freshness
+	// stalled, for a cascaded replica, is checkUpstream (nil: no such
+	// check). Its store is a member of its own, whose etcd
+	// linearizable_read check proves nothing of the source's freshness.
+	stalled func() error
 }
 
 func (r *readiness) checks() map[string]func(context.Context) error {
+	checks := r.ownChecks()
+	if r.stalled != nil {
+		checks[checkUpstream] = func(context.Context) error { return r.stalled() }
+	}
+	return checks
+}
+
+func (r *readiness) ownChecks() map[string]func(context.Context) error {
 	return map[string]func(context.Context) error{
 		checkCaughtUp: func(context.Context) error {
 			applied, committed := r.applied()
@@ -117,8 +132,8 @@ func (r *readiness) gauge() prometheus.GaugeFunc {
 		Help: "1 while the replica is caught up, hears from its leader and its freshness rounds keep their schedule (the last within --ready-max-staleness plus the current round period, plus the age of its upstream's proof for a quiet cascaded replica), else 0. A scrape does no round."},
 		func() float64 {
 			checks := r.checks()
-			for _, name := range []string{checkCaughtUp, checkLeaderContact} {
-				if checks[name](context.Background()) != nil {
+			for _, name := range []string{checkCaughtUp, checkLeaderContact, checkUpstream} {
+				if check, ok := checks[name]; ok && check(context.Background()) != nil {
 					return 0
 				}
 			}
@@ -175,7 +190,7 @@ func (r *readiness) handler(etcd http.Handler) http.Handler {
 		}
 		start := r.clock.Now()
 		etcdLines := r.etcdChecks(etcd, req.WithContext(ctx), excluded)
-		if slices.Contains(etcdLines, "[+]"+etcdLinearizableRead+" ok") {
+		if r.stalled == nil && slices.Contains(etcdLines, "[+]"+etcdLinearizableRead+" ok") {
 			// etcd's check is a ReadIndex round through the member's
 			// LinearizableReadNotify, as the replica's own rounds are,
 			// started after start: the store is fresh as of start, and

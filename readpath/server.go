@@ -132,6 +132,10 @@ func (c Config) Validate() error {
 	if c.KeepAlive.MinTime <= 0 || c.KeepAlive.Interval <= 0 || c.KeepAlive.Timeout <= 0 {
 		problems = append(problems, fmt.Errorf("readpath: KeepAlive %+v: every duration must be more than 0", c.KeepAlive))
 	}
+	if cc := c.Cascade; cc != nil && (cc.Member == nil || cc.Contact == nil || cc.Upstream == nil || cc.Fence == nil || cc.Stalled == nil ||
+		cc.Leader == nil || cc.WaitRevision == nil || cc.Progress == nil || cc.Chain == nil || cc.Permit == nil || cc.IssueAt == nil) {
+		problems = append(problems, errors.New("readpath: Config.Cascade: every field must be set"))
+	}
 	return errors.Join(problems...)
 }
 
@@ -239,6 +243,7 @@ func (f *Front) newHTTP(ctx context.Context, cfg Config, election time.Duration)
 			applied, source := c.Progress()
 			return uint64(applied), uint64(source)
 		}
+		ready.stalled = c.Stalled
 	}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(ready.gauge()); err != nil {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 
 	"github.com/understudy-kv/understudy/backoff"
 	"github.com/understudy-kv/understudy/cascade"
@@ -22,10 +23,12 @@ import (
 
 // runCascaded runs a cascaded replica (--upstream) until ctx ends: its
 // store bootstraps from an upstream's snapshot and follows the upstreams'
-// watch, and the front serves it. A store that diverged from the source, or
-// fell behind every upstream's compaction, is never served: the front
-// stops, and the store is built again. The first bootstrap must succeed
-// within --join-timeout; later ones are retried until they do.
+// watch, and the front serves it. A store that must not be served (an
+// upstream holds another history, it diverged from the source, or it fell
+// behind every upstream it can follow) is fenced at once: its front
+// refuses every call, saying why, while the next store bootstraps, and
+// then gives way to a front of the new store. The first bootstrap must
+// succeed within --join-timeout; later ones are retried until they do.
 func runCascaded(ctx context.Context, cfg config.Replica, opts Options) error {
 	lg := opts.Logger
 	reg := reregisterer{opts.Registerer}
@@ -37,88 +40,124 @@ func runCascaded(ctx context.Context, cfg config.Replica, opts Options) error {
 			readyOnce.Do(func() { close(opts.Ready) })
 		}
 	}
+	// fenced is the last store's front, refusing calls while the next
+	// store bootstraps.
+	var fenced *cascadedFront
+	defer func() {
+		if fenced != nil {
+			_ = fenced.stop()
+		}
+	}()
 	retry := backoff.Exponential{Initial: time.Second, Max: 30 * time.Second}
 	for first := true; ; first = false {
-		err := cascadedOnce(ctx, cfg, opts, reg, metrics, instance, first, markReady)
+		st, err := openStore(ctx, cfg, opts, metrics, instance, first)
 		switch {
 		case ctx.Err() != nil:
 			return nil
-		case errors.Is(err, cascade.ErrDiverged), errors.Is(err, cascade.ErrBehind):
-			lg.Warn("the store cannot be served as it is; stopped serving, bootstrapping again", zap.Error(err))
-			retry.Reset()
+		case err != nil && first:
+			return err
+		case err != nil:
+			d := retry.Next()
+			lg.Warn("bootstrapping again failed; retrying", zap.Error(err), zap.Duration("after", d))
+			if backoff.Wait(ctx, opts.Clock, d) != nil {
+				return nil
+			}
 			continue
-		case errors.Is(err, cascade.ErrUpstream), errors.Is(err, cascade.ErrAuth), first:
+		}
+		retry.Reset()
+		if fenced != nil {
+			_ = fenced.stop()
+			fenced = nil
+		}
+		cf, err := startFront(ctx, cfg, opts, reg, st)
+		if err != nil {
+			st.Close()
 			return err
 		}
-		d := retry.Next()
-		lg.Warn("bootstrapping again failed; retrying", zap.Error(err), zap.Duration("after", d))
-		if backoff.Wait(ctx, opts.Clock, d) != nil {
-			return nil
+		lg.Info("replica serving", zap.String("name", cfg.Name), zap.String("cascaded-from", fmt.Sprint(cfg.Upstream)),
+			zap.Int64("revision", st.Revision()), zap.Strings("client-urls", cfg.AdvertiseClientURLs))
+		markReady()
+		err = st.Run(cf.gctx)
+		st.Close() // fenced: its front refuses every call from now on
+		switch {
+		case ctx.Err() != nil:
+			return cf.stop()
+		case err == nil: // the front stopped
+			if err = cf.stop(); err == nil {
+				err = errors.New("replica: the front stopped")
+			}
+			return err
+		case errors.Is(err, cascade.ErrOtherHistory), errors.Is(err, cascade.ErrDiverged), errors.Is(err, cascade.ErrBehind):
+			lg.Warn("the store cannot be served as it is; refusing every call, bootstrapping again", zap.Error(err))
+			fenced = cf
+		default:
+			_ = cf.stop()
+			return err
 		}
 	}
 }
 
-// cascadedOnce opens the store, serves it until it must be built again,
-// and closes it.
-func cascadedOnce(ctx context.Context, cfg config.Replica, opts Options, reg prometheus.Registerer, metrics *cascade.Metrics, instance string, first bool, markReady func()) error {
-	lg := opts.Logger
-	octx := ctx
+// openStore opens a store: the first within --join-timeout.
+func openStore(ctx context.Context, cfg config.Replica, opts Options, metrics *cascade.Metrics, instance string, first bool) (*cascade.Store, error) {
 	if first {
 		var cancel context.CancelFunc
-		octx, cancel = context.WithTimeout(ctx, cfg.JoinTimeout)
+		ctx, cancel = context.WithTimeout(ctx, cfg.JoinTimeout)
 		defer cancel()
 	}
-	st, err := cascade.Open(octx, cascadeConfig(cfg, opts, metrics), instance)
+	st, err := cascade.Open(ctx, cascadeConfig(cfg, opts, metrics), instance)
 	if err != nil {
-		return fmt.Errorf("replica: cascaded replica: %w", err)
+		return nil, fmt.Errorf("replica: cascaded replica: %w", err)
 	}
-	defer st.Close()
+	return st, nil
+}
+
+// cascadedFront is the front of one store, with its listeners, serving
+// until stop.
+type cascadedFront struct {
+	front  *readpath.Front
+	ls     *listenerSet
+	g      *errgroup.Group
+	gctx   context.Context
+	cancel context.CancelFunc
+}
+
+// startFront opens the listeners and serves st on them.
+func startFront(ctx context.Context, cfg config.Replica, opts Options, reg prometheus.Registerer, st *cascade.Store) (*cascadedFront, error) {
 	ls, err := openListeners(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer ls.closeUnserved()
-	fwd, err := dialForward(cfg, opts, st.ForwardDialOptions(cfg.ClientTLS.CertFile != ""))
-	if err != nil {
-		return err
-	}
-	defer fwd.Close()
-	rc := frontConfig(lg, cfg, st.Server(), ls.tls, opts)
+	rc := frontConfig(opts.Logger, cfg, st.Server(), ls.tls, opts)
 	rc.Registerer = reg
-	rc.Cascade = &readpath.Cascade{Member: st.Member(), Contact: st.Contact(), Upstream: fwd, Cluster: st.Cluster(),
+	rc.Cascade = &readpath.Cascade{Member: st.Member(), Contact: st.Contact(), Upstream: st.Forwarder(), Cluster: st.Cluster(),
 		Leader: st.SourceLeader, WaitRevision: st.WaitRevision, Chain: st.Chain, Permit: st.Permit, IssueAt: st.IssueAt,
+		Fence: st.Fence(), Stalled: st.Stalled,
 		Progress: func() (int64, int64) { return st.Revision(), st.SourceRevision() }}
 	front, err := readpath.New(rc)
 	if err != nil {
-		return err
+		ls.closeUnserved()
+		return nil, err
 	}
-	return serveCascaded(ctx, lg, cfg, st, front, ls, markReady)
-}
-
-// serveCascaded serves the front and runs the store until ctx ends or
-// either stops; the front stops with it.
-func serveCascaded(ctx context.Context, lg *zap.Logger, cfg config.Replica, st *cascade.Store, front *readpath.Front, ls *listenerSet, ready func()) error {
 	ls.served = true
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return front.Run(gctx) })
+	cf := &cascadedFront{front: front, ls: ls}
+	ctx, cf.cancel = context.WithCancel(ctx)
+	cf.g, cf.gctx = errgroup.WithContext(ctx)
+	cf.g.Go(func() error { return front.Run(cf.gctx) })
 	for _, l := range ls.client {
-		g.Go(func() error { return front.Serve(l) })
+		cf.g.Go(func() error { return front.Serve(l) })
 	}
 	for _, l := range ls.metrics {
-		g.Go(func() error { return front.ServeMetrics(l) })
+		cf.g.Go(func() error { return front.ServeMetrics(l) })
 	}
-	lg.Info("replica serving", zap.String("name", cfg.Name), zap.String("cascaded-from", fmt.Sprint(cfg.Upstream)),
-		zap.Int64("revision", st.Revision()), zap.Strings("client-urls", cfg.AdvertiseClientURLs))
-	ready()
-	g.Go(func() error {
-		defer front.Stop()
-		err := st.Run(gctx)
-		if err == nil && gctx.Err() == nil {
-			err = errors.New("replica: the store stopped")
-		}
-		return err
-	})
-	return g.Wait()
+	return cf, nil
+}
+
+// stop stops the front (its listeners close with it) and its client, and
+// returns what ended it first.
+func (cf *cascadedFront) stop() error {
+	cf.front.Stop()
+	cf.cancel()
+	return cf.g.Wait()
 }
 
 // cascadeConfig is the store's configuration, from the replica's.
@@ -137,27 +176,38 @@ func cascadeConfig(cfg config.Replica, opts Options, metrics *cascade.Metrics) c
 			return nil, err
 		}
 		user, password := cfg.Credentials()
-		return clientv3.New(clientv3.Config{Endpoints: endpoints, TLS: t, DialTimeout: 5 * time.Second, Username: user, Password: password,
-			Logger: opts.Logger.Named("upstream-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))})
+		return clientv3.New(upstreamClientConfig(clientv3.Config{Endpoints: endpoints, TLS: t, Username: user, Password: password,
+			Logger: opts.Logger.Named("upstream-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))}))
+	}
+	// The forwarding client: the caller's own token goes on to the
+	// upstream (the store's interceptors), never the replica's user, so
+	// the source checks what it allows the caller.
+	cc.ClientCert = cfg.ClientTLS.CertFile != ""
+	cc.DialForward = func(endpoints []string, dial []grpc.DialOption) (*clientv3.Client, error) {
+		t, err := clientTLS(cfg.ClientTLS, cfg.TLSVersions, endpoints)
+		if err != nil {
+			return nil, err
+		}
+		return clientv3.New(upstreamClientConfig(clientv3.Config{Endpoints: endpoints, TLS: t, DialOptions: dial,
+			Logger: opts.Logger.Named("forward-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))}))
 	}
 	return cc
 }
 
-// dialForward opens the client the front forwards with: the caller's own
-// token goes on to the upstream (dial: cascade's interceptors), never the
-// replica's user, so the source checks what it allows the caller.
-func dialForward(cfg config.Replica, opts Options, dial []grpc.DialOption) (*clientv3.Client, error) {
-	t, err := clientTLS(cfg.ClientTLS, cfg.TLSVersions, cfg.Upstream)
-	if err != nil {
-		return nil, err
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Upstream, TLS: t, DialTimeout: 5 * time.Second,
-		DialOptions: dial,
-		Logger:      opts.Logger.Named("forward-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))})
-	if err != nil {
-		return nil, fmt.Errorf("replica: a client of --upstream: %w", err)
-	}
-	return cli, nil
+// upstreamClientConfig sets what every client of upstreams shares: a dial
+// timeout; keepalives, so that a connection to an upstream that stopped
+// answering is given up (and another upstream used) within about 15 s
+// (the upstream's front refuses pings more often than etcd's 5 s); and a
+// reconnect backoff of at most 2 s, so that an upstream back after an
+// outage is used again within that (gRPC's grows to 2 minutes).
+func upstreamClientConfig(c clientv3.Config) clientv3.Config {
+	c.DialTimeout = 5 * time.Second
+	c.DialKeepAliveTime, c.DialKeepAliveTimeout = 10*time.Second, 5*time.Second
+	c.DialOptions = append(c.DialOptions, grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           grpcbackoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+		MinConnectTimeout: 5 * time.Second,
+	}))
+	return c
 }
 
 // reregisterer registers a collector in place of one registered under the
