@@ -108,7 +108,8 @@ mv "$stage"/* "$dist/"
 
 tagged=${version//+/-}
 if $image; then
-  IMAGE=${IMAGE:-understudy} BINARIES=$dist VERSION=$tagged ARCHES=$arches scripts/build-image.sh
+  # Its build output to stderr: stdout is for what was made.
+  IMAGE=${IMAGE:-understudy} BINARIES=$dist VERSION=$tagged ARCHES=$arches scripts/build-image.sh >&2
 fi
 
 echo "understudy $version (commit $rev), built with $(go env GOVERSION):"
