@@ -114,7 +114,7 @@ fi
 
 echo "understudy $version (commit $rev), built with $(go env GOVERSION):"
 (cd "$dist" && for f in replica-* primary-*; do
-  printf '  %s/%-20s %4d MB  %s\n' "$dist" "$f" $(($(stat -c %s "$f") / 1000000)) "$(file -b "$f" 2>/dev/null | sed 's/, Go BuildID=[^,]*//' || true)"
+  printf '  %s/%-20s %4d MB  %s\n' "$dist" "$f" $(($(stat -c %s "$f") / 1000000)) "$(file -b "$f" 2>/dev/null | sed 's/, \(Go \)\{0,1\}BuildID[^,]*//g' || true)"
 done)
 echo "  $dist/SHA256SUMS (cd $dist && sha256sum -c SHA256SUMS)"
 if $image; then
