@@ -10,6 +10,8 @@ import (
 	"github.com/jonboulle/clockwork"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/understudy-kv/understudy/logging"
 )
 
 // localStartTimeout bounds the local member's start.
@@ -49,6 +51,7 @@ func startLocal(ctx context.Context, clock clockwork.Clock, dir, token string, c
 	if len(cfg.LogOutputs) > 0 {
 		ec.LogOutputs = cfg.LogOutputs
 	}
+	logging.Member(ec, logging.Store)
 	// The front serves watches from this member's watch server: its
 	// progress notifications are the replica's.
 	if cfg.WatchProgressNotifyInterval > 0 {

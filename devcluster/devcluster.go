@@ -19,6 +19,7 @@ import (
 
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/learner"
+	"github.com/understudy-kv/understudy/logging"
 	"github.com/understudy-kv/understudy/primary"
 	"github.com/understudy-kv/understudy/replica"
 )
@@ -230,9 +231,7 @@ func replicaConfig(cfg Config, voters []string) config.Replica {
 // fileLogger sends the in-process replica's own logs to a file, beside the
 // voters' logs, so the terminal shows only what the user needs.
 func fileLogger(path string) *zap.Logger {
-	zc := zap.NewProductionConfig()
-	zc.OutputPaths, zc.ErrorOutputPaths = []string{path}, []string{path}
-	lg, err := zc.Build()
+	lg, err := logging.New("info", path)
 	if err != nil {
 		return zap.NewNop()
 	}

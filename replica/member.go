@@ -19,6 +19,7 @@ import (
 
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/learner"
+	"github.com/understudy-kv/understudy/logging"
 	"github.com/understudy-kv/understudy/readpath"
 )
 
@@ -322,6 +323,7 @@ func embedConfig(cfg config.Replica, initialCluster string, logOutputs []string)
 	if len(logOutputs) > 0 {
 		ec.LogOutputs = logOutputs
 	}
+	logging.Member(ec, logging.Learner)
 	return ec, nil
 }
 

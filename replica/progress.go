@@ -10,7 +10,6 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/mattn/go-isatty"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/understudy-kv/understudy/learner"
 )
@@ -62,17 +61,4 @@ func logProgress(lg *zap.Logger, clock clockwork.Clock, every time.Duration) fun
 		lg.Info(msg, zap.Uint64("applied", p.Applied), zap.Uint64("leader-commit", p.LeaderCommit),
 			zap.Uint64("behind", p.Behind()), zap.String("progress", fmt.Sprintf("%.1f%%", pct)))
 	}
-}
-
-// NewLogger is the replica's JSON logger on stderr at level.
-func NewLogger(level string) (*zap.Logger, error) {
-	lvl, err := zapcore.ParseLevel(level)
-	if err != nil {
-		return nil, fmt.Errorf("replica: --log-level %q: %w", level, err)
-	}
-	zc := zap.NewProductionConfig()
-	zc.Level = zap.NewAtomicLevelAt(lvl)
-	zc.Sampling = nil
-	zc.OutputPaths, zc.ErrorOutputPaths = []string{"stderr"}, []string{"stderr"}
-	return zc.Build()
 }

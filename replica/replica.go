@@ -17,6 +17,7 @@ import (
 	"github.com/understudy-kv/understudy/certexpiry"
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/learner"
+	"github.com/understudy-kv/understudy/logging"
 	"github.com/understudy-kv/understudy/promotion"
 )
 
@@ -48,7 +49,7 @@ type Options struct {
 // nil) or the member fails. Each step has a function of its own; the order
 // is the point: nothing that could leave a learner behind runs before the
 // checks and listeners that would make the replica fail.
-func Run(ctx context.Context, cfg config.Replica, opts Options) error {
+func Run(ctx context.Context, cfg config.Replica, opts Options) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -57,6 +58,8 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 		return err
 	}
 	defer flush()
+	// Last, once everything Run started has stopped.
+	defer func() { logStopped(ctx, opts.Logger, cfg, err) }()
 	// What every kind of replica presents, read at each scrape: a file
 	// rotated in place is what the next handshake presents.
 	opts.Registerer.MustRegister(certexpiry.New(
@@ -120,11 +123,25 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 	return leaveOnExit(ctx, lg, cfg, cli, member, err)
 }
 
+// logStopped says, in one line, that a replica stopped cleanly: ctx ended
+// (a signal, for the command) and Run returns nil. A replica that fails
+// says why through its error instead.
+func logStopped(ctx context.Context, lg *zap.Logger, cfg config.Replica, err error) {
+	if err != nil || ctx.Err() == nil {
+		return
+	}
+	msg := "replica stopped"
+	if cfg.Cascaded() {
+		msg = "cascaded replica stopped"
+	}
+	lg.Info(msg, zap.String("name", cfg.Name), zap.String("data-dir", cfg.DataDir), zap.NamedError("cause", context.Cause(ctx)))
+}
+
 // withDefaults fills what opts leaves out; flush syncs a logger it built.
 func (opts Options) withDefaults(cfg config.Replica) (_ Options, flush func(), err error) {
 	flush = func() {}
 	if opts.Logger == nil {
-		if opts.Logger, err = NewLogger(cfg.LogLevel); err != nil {
+		if opts.Logger, err = logging.New(cfg.LogLevel); err != nil {
 			return opts, flush, err
 		}
 		lg := opts.Logger

@@ -14,7 +14,7 @@ import (
 
 	"github.com/understudy-kv/understudy/compare"
 	"github.com/understudy-kv/understudy/config"
-	"github.com/understudy-kv/understudy/replica"
+	"github.com/understudy-kv/understudy/logging"
 )
 
 const compareUsage = `replica compare: read the same keys through every path at once — linearizable
@@ -94,7 +94,7 @@ func runCompare(ctx context.Context, clock clockwork.Clock, args []string, stdou
 		printProblems(stderr, err)
 		return 2
 	}
-	lg, err := replica.NewLogger(logLevel)
+	lg, err := logging.New(logLevel)
 	if err != nil {
 		printProblems(stderr, err)
 		return 2

@@ -9,8 +9,8 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/understudy-kv/understudy/config"
+	"github.com/understudy-kv/understudy/logging"
 	"github.com/understudy-kv/understudy/mirror/mirrorcli"
-	"github.com/understudy-kv/understudy/replica"
 )
 
 const mirrorUsage = `replica mirror: copy a key prefix of one etcd cluster into another, through
@@ -58,7 +58,7 @@ func runMirror(ctx context.Context, clock clockwork.Clock, args []string, stdout
 		printProblems(stderr, err)
 		return 2
 	}
-	lg, err := replica.NewLogger(cfg.LogLevel)
+	lg, err := logging.New(cfg.LogLevel)
 	if err != nil {
 		printProblems(stderr, err)
 		return 2

@@ -138,6 +138,8 @@ func runMirrorLoop(ctx context.Context, clock clockwork.Clock, cfg config.Mirror
 		problems(err)
 		return 1
 	}
+	lg.Info("mirror stopped", zap.String("name", cfg.Name), zap.String("prefix", cfg.Prefix),
+		zap.NamedError("cause", context.Cause(ctx)))
 	return 0
 }
 
