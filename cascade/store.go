@@ -41,8 +41,11 @@ type Store struct {
 	cluster uint64
 	// upChain is the chain of upstreams of the upstream followed last.
 	upChain []string
-	// sourceLeader is the source's leader, as the upstreams said.
+	// sourceLeader is the source's leader, as the upstreams said;
+	// sourceQuota the backend quota of the upstream snapshotted (the
+	// source's members', for a learner replica upstream).
 	sourceLeader atomic.Uint64
+	sourceQuota  int64
 	e            *embed.Etcd
 
 	// applied is triggered with every revision applied (WaitRevision).
@@ -128,6 +131,7 @@ func Open(ctx context.Context, cfg Config, instance string) (*Store, error) {
 	}
 	s.upChain = ids[src.url].chain
 	s.sourceLeader.Store(ids[src.url].leadID)
+	s.sourceQuota = ids[src.url].quota
 	if err := s.bootstrap(ctx, src); err != nil {
 		return nil, err
 	}
@@ -187,6 +191,11 @@ func (s *Store) bootstrap(ctx context.Context, src *upstream) error {
 
 // SourceLeader is the source's leader, as the upstreams last said.
 func (s *Store) SourceLeader() uint64 { return s.sourceLeader.Load() }
+
+// SourceQuota is the backend quota an upstream reported at the bootstrap:
+// the one that decides when the source refuses the writes forwarded to it
+// (the local store's own is sized to hold any source).
+func (s *Store) SourceQuota() int64 { return s.sourceQuota }
 
 // Server is the local member, which the front serves.
 func (s *Store) Server() *etcdserver.EtcdServer { return s.e.Server }

@@ -73,6 +73,7 @@ type identity struct {
 	leader  bool   // it is the source's leader
 	leadID  uint64 // the source's leader, as it says
 	rev     int64  // its store's revision
+	quota   int64  // its backend quota (Status's DbSizeQuota)
 	chain   []string
 }
 
@@ -90,7 +91,7 @@ func identify(ctx context.Context, u *upstream, timeout time.Duration) (identity
 	if err != nil {
 		return identity{}, fmt.Errorf("--upstream %s: not an etcd client URL that answers Status within %v: %w", u.url, timeout, err)
 	}
-	id := identity{cluster: st.Header.ClusterId, leader: st.Leader != 0 && st.Leader == st.Header.MemberId, leadID: st.Leader, rev: st.Header.Revision}
+	id := identity{cluster: st.Header.ClusterId, leader: st.Leader != 0 && st.Leader == st.Header.MemberId, leadID: st.Leader, rev: st.Header.Revision, quota: st.DbSizeQuota}
 	if v := hdr.Get(wire.UpstreamChainKey); len(v) > 0 {
 		id.chain = strings.Split(v[0], ",")
 	}

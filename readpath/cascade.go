@@ -29,8 +29,10 @@ type Cascade struct {
 	Upstream *clientv3.Client
 	// Cluster is the source cluster's ID, in every answer's header.
 	Cluster uint64
-	// Leader is the source's leader as the upstream last said (Status).
+	// Leader is the source's leader as the upstream last said (Status);
+	// Quota the source's backend quota (Status's DbSizeQuota).
 	Leader func() uint64
+	Quota  func() int64
 	// WaitRevision returns once the store holds revision rev.
 	WaitRevision func(ctx context.Context, rev int64) error
 	// Progress is the store's revision and the source's newest reported
@@ -152,6 +154,7 @@ type cascadeMaintenance struct {
 	permit Permit
 	up     pb.MaintenanceClient
 	leader func() uint64
+	quota  func() int64
 }
 
 func (m *cascadeMaintenance) Status(ctx context.Context, r *pb.StatusRequest) (*pb.StatusResponse, error) {
@@ -162,7 +165,7 @@ func (m *cascadeMaintenance) Status(ctx context.Context, r *pb.StatusRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	resp.IsLearner, resp.Leader = true, m.leader()
+	resp.IsLearner, resp.Leader, resp.DbSizeQuota = true, m.leader(), m.quota()
 	return resp, nil
 }
 

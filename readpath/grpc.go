@@ -112,7 +112,7 @@ func (f *Front) registerCascade(cfg Config, kv *kvServer) {
 	cluster, _ := grpcproxy.NewClusterProxy(cfg.Logger, c.Upstream, "", "")
 	pb.RegisterClusterServer(f.grpc, cluster)
 	pb.RegisterAuthServer(f.grpc, &cascadeAuth{AuthServer: grpcproxy.NewAuthProxy(c.Upstream), up: pb.NewAuthClient(c.Upstream.ActiveConnection()), issueAt: c.IssueAt})
-	pb.RegisterMaintenanceServer(f.grpc, &cascadeMaintenance{MaintenanceServer: newMaintenanceServer(s), permit: c.Permit, up: pb.NewMaintenanceClient(c.Upstream.ActiveConnection()), leader: c.Leader})
+	pb.RegisterMaintenanceServer(f.grpc, &cascadeMaintenance{MaintenanceServer: newMaintenanceServer(s), permit: c.Permit, up: pb.NewMaintenanceClient(c.Upstream.ActiveConnection()), leader: c.Leader, quota: c.Quota})
 	v3lockpb.RegisterLockServer(f.grpc, grpcproxy.NewLockProxy(c.Upstream))
 	v3electionpb.RegisterElectionServer(f.grpc, grpcproxy.NewElectionProxy(c.Upstream))
 }

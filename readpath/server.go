@@ -133,7 +133,7 @@ func (c Config) Validate() error {
 		problems = append(problems, fmt.Errorf("readpath: KeepAlive %+v: every duration must be more than 0", c.KeepAlive))
 	}
 	if cc := c.Cascade; cc != nil && (cc.Member == nil || cc.Contact == nil || cc.Upstream == nil || cc.Fence == nil || cc.Stalled == nil ||
-		cc.Leader == nil || cc.WaitRevision == nil || cc.Progress == nil || cc.Chain == nil || cc.Permit == nil || cc.IssueAt == nil) {
+		cc.Leader == nil || cc.Quota == nil || cc.WaitRevision == nil || cc.Progress == nil || cc.Chain == nil || cc.Permit == nil || cc.IssueAt == nil) {
 		problems = append(problems, errors.New("readpath: Config.Cascade: every field must be set"))
 	}
 	return errors.Join(problems...)

@@ -130,7 +130,7 @@ func startFront(ctx context.Context, cfg config.Replica, opts Options, reg prome
 	rc := frontConfig(opts.Logger, cfg, st.Server(), ls.tls, opts)
 	rc.Registerer = reg
 	rc.Cascade = &readpath.Cascade{Member: st.Member(), Contact: st.Contact(), Upstream: st.Forwarder(), Cluster: st.Cluster(),
-		Leader: st.SourceLeader, WaitRevision: st.WaitRevision, Chain: st.Chain, Permit: st.Permit, IssueAt: st.IssueAt,
+		Leader: st.SourceLeader, Quota: st.SourceQuota, WaitRevision: st.WaitRevision, Chain: st.Chain, Permit: st.Permit, IssueAt: st.IssueAt,
 		Fence: st.Fence(), Stalled: st.Stalled,
 		Progress: func() (int64, int64) { return st.Revision(), st.SourceRevision() }}
 	front, err := readpath.New(rc)

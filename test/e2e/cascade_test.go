@@ -121,8 +121,8 @@ func TestCascadedReplicaServes(t *testing.T) {
 	}
 	st, err := cc.Status(ctx, cr.ClientURL)
 	vst, verr := voters.Status(ctx, c.Endpoints()[0])
-	if err != nil || verr != nil || st.Header.ClusterId != vst.Header.ClusterId || !st.IsLearner || st.Leader != vst.Leader {
-		t.Errorf("endpoint status of the cascaded replica: %+v (%v); want the source's cluster ID %x and leader %x, as a non-voter", st, err, vst.Header.ClusterId, vst.Leader)
+	if err != nil || verr != nil || st.Header.ClusterId != vst.Header.ClusterId || !st.IsLearner || st.Leader != vst.Leader || st.DbSizeQuota != vst.DbSizeQuota {
+		t.Errorf("endpoint status of the cascaded replica: %+v (%v); want the source's cluster ID %x, leader %x and quota %d, as a non-voter", st, err, vst.Header.ClusterId, vst.Leader, vst.DbSizeQuota)
 	}
 }
 

@@ -119,8 +119,9 @@ var faultCases = []faultCase{
 // bounded reads never older than their bound by the writer's own
 // acknowledgements, the replica's watch equal to the voters' history
 // (ordered, no gap, no duplicate, resumed across restarts), the voters'
-// quorum and writes untouched; and every fault of mirrorFaultCases against
-// a mirror (see runMirrorFault).
+// quorum and writes untouched; every fault of cascadeFaultCases against
+// cascaded replicas (see runCascadeFault); and every fault of
+// mirrorFaultCases against a mirror (see runMirrorFault).
 //
 // go test ./test/e2e -run TestFault -faults.runs=20 runs each many times
 // with random timings.
@@ -133,6 +134,17 @@ func TestFault(t *testing.T) {
 				t.Run(fmt.Sprintf("run-%d", run), func(t *testing.T) {
 					rng := rand.New(rand.NewPCG(*faultSeed+uint64(run), uint64(len(fc.name))))
 					runFault(t, fc, rng, run == 0)
+				})
+			}
+		})
+	}
+	for _, fc := range cascadeFaultCases {
+		t.Run(fc.name, func(t *testing.T) {
+			beside(t)
+			for run := range *faultRuns {
+				t.Run(fmt.Sprintf("run-%d", run), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(*faultSeed+uint64(run), uint64(len(fc.name))))
+					runCascadeFault(t, fc, rng, run == 0)
 				})
 			}
 		})
