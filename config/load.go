@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -328,19 +329,45 @@ func describeKind(kind string) string {
 }
 
 // PrintFlags writes fs's flags the way etcd documents its own: --name, then
-// the help text and default on the next line.
+// the help text and default on the next line. The default is the flag's
+// DefValue, left out when it is the zero of the flag's type; a default that
+// follows other flags names them as ${flag}, as etcd's ${name}.etcd.
 func PrintFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		kind, usage := flag.UnquoteUsage(f)
+		if isBool(f) {
+			kind = "" // a back-quoted word in a boolean's help is no argument
+		}
 		if kind != "" {
 			kind = " " + kind
 		}
 		def := ""
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "[]" {
+		if f.DefValue != zeroDefault(f) {
 			def = fmt.Sprintf(" (default %s)", f.DefValue)
 		}
 		fmt.Fprintf(w, "  --%s%s\n      %s%s\n", f.Name, kind, usage, def)
 	})
+}
+
+// zeroDefault is the default a flag of f's type has when none is given:
+// false, 0, 0s, or empty.
+func zeroDefault(f *flag.Flag) string {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		if f.DefValue == "[]" { // etcd's lists
+			return "[]"
+		}
+		return ""
+	}
+	switch g.Get().(type) {
+	case bool:
+		return "false"
+	case int, int64, uint, uint64, float64:
+		return "0"
+	case time.Duration:
+		return "0s"
+	}
+	return ""
 }
 
 // PrintProblems writes err one line per problem, as errors.Join joins
