@@ -299,15 +299,28 @@ func unwrapPathError(err error) error {
 }
 
 // setFlag sets one flag and rewrites the flag package's bare "parse error"
-// into what a valid value looks like.
+// into what a valid value looks like. A value that does not parse leaves the
+// flag as it was: the flag package's own types store their zero first, and
+// Validate would then report that zero as a second, wrong problem.
 func setFlag(fs *flag.FlagSet, name, value string) error {
+	f := fs.Lookup(name)
+	var before string
+	if f != nil {
+		before = f.Value.String()
+	}
 	err := fs.Set(name, value)
 	if err == nil {
 		return nil
 	}
+	if _, typed := f.Value.(flag.Getter); f != nil && typed {
+		_ = f.Value.Set(before) // its own String, which it parses
+	}
 	if msg := err.Error(); msg == "parse error" || msg == "value out of range" {
 		kind, _ := flag.UnquoteUsage(fs.Lookup(name))
 		return fmt.Errorf("not a valid %s", describeKind(kind))
+	}
+	if ne := (*strconv.NumError)(nil); errors.As(err, &ne) { // etcd's own number flags
+		return fmt.Errorf("not a valid whole number, 0 or more (%v)", ne.Err)
 	}
 	return err
 }

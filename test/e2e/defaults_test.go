@@ -315,3 +315,22 @@ func TestReplicaRestartsWithoutJoin(t *testing.T) {
 	u, _ := url.Parse(c.Members[0].ClientURL)
 	mustContain(t, r.Log(), u.Host)
 }
+
+// A bad value is printed once, on one line naming the flag or variable and
+// what is valid: `--role bogus` (it printed its error twice, and a third
+// line for the role it then held), a bad UNDERSTUDY_JOIN_TIMEOUT (with a
+// second, wrong error about the 0s it then held).
+func TestBadInputIsPrintedOnce(t *testing.T) {
+	beside(t)
+	bins := harness.Binaries(t)
+	bins.RequireReplica(t)
+	base := []string{"--join", harness.URL(harness.FreePort(t)), "--data-dir", filepath.Join(t.TempDir(), "r.replica")}
+	line := refuses(t, bins.Replica, "replica: ", append(base, "--role", "bogus"), `--role "bogus": want one of reader, standby, voter`)
+	if strings.Count(line, "--role") != 1 {
+		t.Errorf("%q names --role more than once", line)
+	}
+	refusesWith(t, harness.ProcConfig{Name: "replica", Bin: bins.Replica, Args: base, Env: []string{"UNDERSTUDY_JOIN_TIMEOUT=bogus"}},
+		"replica: ", `UNDERSTUDY_JOIN_TIMEOUT="bogus": not a valid duration (such as 500ms, 10s, 2m)`)
+	refusesWith(t, harness.ProcConfig{Name: "primary", Bin: bins.Primary, Args: []string{"--data-dir", filepath.Join(t.TempDir(), "p.etcd")},
+		Env: []string{"ETCD_HEARTBEAT_INTERVAL=soon"}}, "primary: ", `ETCD_HEARTBEAT_INTERVAL="soon": not a valid whole number`)
+}
