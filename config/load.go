@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -298,15 +299,28 @@ func unwrapPathError(err error) error {
 }
 
 // setFlag sets one flag and rewrites the flag package's bare "parse error"
-// into what a valid value looks like.
+// into what a valid value looks like. A value that does not parse leaves the
+// flag as it was: the flag package's own types store their zero first, and
+// Validate would then report that zero as a second, wrong problem.
 func setFlag(fs *flag.FlagSet, name, value string) error {
+	f := fs.Lookup(name)
+	var before string
+	if f != nil {
+		before = f.Value.String()
+	}
 	err := fs.Set(name, value)
 	if err == nil {
 		return nil
 	}
+	if _, typed := f.Value.(flag.Getter); f != nil && typed {
+		_ = f.Value.Set(before) // its own String, which it parses
+	}
 	if msg := err.Error(); msg == "parse error" || msg == "value out of range" {
 		kind, _ := flag.UnquoteUsage(fs.Lookup(name))
 		return fmt.Errorf("not a valid %s", describeKind(kind))
+	}
+	if ne := (*strconv.NumError)(nil); errors.As(err, &ne) { // etcd's own number flags
+		return fmt.Errorf("not a valid whole number, 0 or more (%v)", ne.Err)
 	}
 	return err
 }
@@ -328,19 +342,45 @@ func describeKind(kind string) string {
 }
 
 // PrintFlags writes fs's flags the way etcd documents its own: --name, then
-// the help text and default on the next line.
+// the help text and default on the next line. The default is the flag's
+// DefValue, left out when it is the zero of the flag's type; a default that
+// follows other flags names them as ${flag}, as etcd's ${name}.etcd.
 func PrintFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		kind, usage := flag.UnquoteUsage(f)
+		if isBool(f) {
+			kind = "" // a back-quoted word in a boolean's help is no argument
+		}
 		if kind != "" {
 			kind = " " + kind
 		}
 		def := ""
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "[]" {
+		if f.DefValue != zeroDefault(f) {
 			def = fmt.Sprintf(" (default %s)", f.DefValue)
 		}
 		fmt.Fprintf(w, "  --%s%s\n      %s%s\n", f.Name, kind, usage, def)
 	})
+}
+
+// zeroDefault is the default a flag of f's type has when none is given:
+// false, 0, 0s, or empty.
+func zeroDefault(f *flag.Flag) string {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		if f.DefValue == "[]" { // etcd's lists
+			return "[]"
+		}
+		return ""
+	}
+	switch g.Get().(type) {
+	case bool:
+		return "false"
+	case int, int64, uint, uint64, float64:
+		return "0"
+	case time.Duration:
+		return "0s"
+	}
+	return ""
 }
 
 // PrintProblems writes err one line per problem, as errors.Join joins

@@ -95,10 +95,10 @@ type Mirror struct {
 // checkpoint. It equals mirror.MinTxnOps.
 const MirrorMinTxnOps = 6
 
-// DefaultMirror mirrors every key of a local cluster into another local one.
+// DefaultMirror mirrors every key, with no source or destination: both are
+// given (--source-endpoints, --dest-endpoints), never assumed.
 func DefaultMirror() Mirror {
 	return Mirror{
-		Source:             MirrorSide{Endpoints: []string{"http://127.0.0.1:2379"}},
 		Name:               "default",
 		MaxTxnOps:          128,
 		MaxRequestBytes:    1536 * 1024,
@@ -126,7 +126,7 @@ func (c Mirror) MappedDestPrefix() string {
 }
 
 func sideFlags(fs *flag.FlagSet, s *MirrorSide, side, what string) {
-	fs.Var((*list)(&s.Endpoints), side+"-endpoints", "Client URLs of the "+what+" cluster, comma-separated.")
+	fs.Var((*list)(&s.Endpoints), side+"-endpoints", "Client URLs of the "+what+" cluster, comma-separated; required.")
 	s.Credentials.Register(fs, side+"-", "the "+what+" cluster's")
 }
 
@@ -177,11 +177,11 @@ func (c Mirror) Validate() error {
 	var problems []error
 	add := func(format string, a ...any) { problems = append(problems, fmt.Errorf(format, a...)) }
 	for _, s := range []struct {
-		side string
-		v    MirrorSide
-	}{{"source", c.Source}, {"dest", c.Dest}} {
+		side, what string
+		v          MirrorSide
+	}{{"source", "source", c.Source}, {"dest", "destination", c.Dest}} {
 		if len(s.v.Endpoints) == 0 {
-			add("--%s-endpoints: must name at least one client URL", s.side)
+			add("--%s-endpoints: required: the client URLs of the %s cluster (there is no default)", s.side, s.what)
 		}
 		problems = append(problems, checkURLs(s.side+"-endpoints", s.v.Endpoints)...)
 		if err := s.v.Credentials.Validate(s.side + "-"); err != nil {

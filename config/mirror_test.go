@@ -18,7 +18,7 @@ func TestMirrorValidateNamesEveryFlag(t *testing.T) {
 	if err == nil {
 		t.Fatal("bad mirror flags accepted")
 	}
-	for _, want := range []string{"--dest-endpoints", "--dest-prefix \"b/\" and --no-dest-prefix", "--rev -3", "--max-txn-ops 5: must be at least 6", `--name "a/b"`, "--source-cert and --source-key",
+	for _, want := range []string{"--source-endpoints: required", "--dest-endpoints", "--dest-prefix \"b/\" and --no-dest-prefix", "--rev -3", "--max-txn-ops 5: must be at least 6", `--name "a/b"`, "--source-cert and --source-key",
 		"--overwrite and --prune", "--command-timeout 0s", "--keepalive-time -1s", "--keepalive-timeout 0s", "--stall-timeout 0s", "--cycle-check-interval 0s", "--drain-timeout 0s"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("problems %q do not name %q", err, want)
@@ -37,7 +37,7 @@ func TestMirrorDestPrefixMapping(t *testing.T) {
 		{[]string{"--prefix", "a/", "--no-dest-prefix"}, ""},      // stripped
 	} {
 		cfg := DefaultMirror()
-		if err := LoadMirror(&cfg, NewMirrorFlags(&cfg), append(c.args, "--dest-endpoints", "http://d:2379")); err != nil {
+		if err := LoadMirror(&cfg, NewMirrorFlags(&cfg), append(c.args, "--source-endpoints", "http://s:2379", "--dest-endpoints", "http://d:2379")); err != nil {
 			t.Fatal(err)
 		}
 		if err := cfg.Validate(); err != nil {
@@ -69,7 +69,7 @@ func TestMirrorResetPolicyFlag(t *testing.T) {
 	if cfg.ResetPolicy {
 		t.Fatal("--reset-policy on by default")
 	}
-	if err := LoadMirror(&cfg, NewMirrorFlags(&cfg), []string{"--dest-endpoints", "http://d:2379", "--prune", "--reset-policy"}); err != nil {
+	if err := LoadMirror(&cfg, NewMirrorFlags(&cfg), []string{"--source-endpoints", "http://s:2379", "--dest-endpoints", "http://d:2379", "--prune", "--reset-policy"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := cfg.Validate(); err != nil {

@@ -43,8 +43,12 @@ func DefaultPrimary() Primary {
 	ec := embed.NewConfig()
 	ec.MaxLearners = DefaultMaxLearners
 	ec.Dir = defaultDataDir(ec.Name)
-	return Primary{Etcd: ec}
+	return Primary{Etcd: ec, DevPort: DefaultDevPort}
 }
+
+// DefaultDevPort is --dev-port's default: the dev deployment on etcd's own
+// ports.
+const DefaultDevPort = 2379
 
 func defaultDataDir(name string) string { return name + ".etcd" }
 
@@ -69,7 +73,7 @@ func NewPrimaryFlags(cfg *Primary) *PrimaryFlags {
 	fs.Var(pf.clusterState, "initial-cluster-state", "Initial cluster state ('new' when bootstrapping a new cluster or 'existing' when adding new members to an existing cluster). After successful initialization (bootstrapping or adding), flag is ignored on restarts.")
 	fs.StringVar(&cfg.ConfigFile, ConfigFileFlag, "", "Path to a YAML file of settings keyed as etcd's config file. Precedence: flag > UNDERSTUDY_* environment > file > default (docs/operations.md).")
 	fs.BoolVar(&cfg.Dev, "dev", false, "Run a complete local deployment on 127.0.0.1 (3 voters on ports 2379-2384, 1 replica on 2479-2480), print endpoints and etcdctl commands to try, stop cleanly on Ctrl-C. Member flags are ignored.")
-	fs.IntVar(&cfg.DevPort, "dev-port", 2379, "With --dev: the first voter's client port; the others follow it, and the replica uses it +100.")
+	fs.IntVar(&cfg.DevPort, "dev-port", cfg.DevPort, "With --dev: the first voter's client port; the others follow it, and the replica uses it +100.")
 	fs.StringVar(&cfg.DevDir, "dev-dir", "", "With --dev: directory for the deployment's data (default: a temporary directory removed on exit).")
 	fs.BoolVar(&cfg.PrintVersion, "version", false, "Print the version and exit.")
 
@@ -78,8 +82,12 @@ func NewPrimaryFlags(cfg *Primary) *PrimaryFlags {
 	ml.DefValue = strconv.Itoa(DefaultMaxLearners)
 	ml.Usage = fmt.Sprintf("Maximum number of learners (replicas) in the cluster. understudy's default is %d, not etcd's 1: every replica is a learner, and the limit is checked on every member, so give all voters the same value.", DefaultMaxLearners)
 	_ = ml.Value.Set(ml.DefValue)
-	dd := fs.Lookup("data-dir")
-	dd.Usage = "Path to the data directory (default: ${name}.etcd, as etcd)."
+	// Defaults that follow other flags (finish), as etcd's own help names
+	// them: ${flag} is that flag's value.
+	fs.Lookup("data-dir").DefValue = "${name}.etcd"
+	fs.Lookup("initial-cluster").DefValue = "${name}=${initial-advertise-peer-urls}"
+	ac := fs.Lookup("advertise-client-urls")
+	ac.Usage += " Required when --listen-client-urls is given, as etcd."
 	return pf
 }
 

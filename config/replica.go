@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/netip"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +26,9 @@ type Replica struct {
 	// holds a member means "restart as that member": nothing is added.
 	DataDir string
 	// Join lists client URLs of the cluster to join (voters or replicas).
+	// It has no default: a replica joins only a cluster it is told. Left
+	// out, the data dir must hold this replica's member; replica.Run then
+	// takes the client URLs of the members that member last knew.
 	Join []string
 	// Upstream, instead of Join, makes a cascaded replica: client URLs of
 	// the source cluster's replicas (or members) to copy from, by
@@ -33,14 +38,20 @@ type Replica struct {
 	// joinSet records that --join was given (with --upstream, a refusal).
 	joinSet bool
 	// ListenPeerURLs and AdvertisePeerURLs are the embedded member's raft
-	// URLs; the voters must reach AdvertisePeerURLs.
+	// URLs; the voters must reach AdvertisePeerURLs. LoadReplica takes
+	// --listen-peer-urls for them when only those are given.
 	ListenPeerURLs    []string
 	AdvertisePeerURLs []string
 	// ListenClientURLs and AdvertiseClientURLs are the replica's front: the
 	// gRPC server clients talk to. AdvertiseClientURLs is what `member list`
-	// shows for the replica.
+	// shows for the replica; LoadReplica takes --listen-client-urls for them
+	// when only those are given.
 	ListenClientURLs    []string
 	AdvertiseClientURLs []string
+	// peerAdvertiseDerived and clientAdvertiseDerived record that the
+	// advertised URLs were taken from the listen URLs (LoadReplica): an
+	// unspecified address there then needs the advertise flag.
+	peerAdvertiseDerived, clientAdvertiseDerived bool
 	// ListenMetricsURLs serve /metrics and /health over plain HTTP.
 	ListenMetricsURLs []string
 
@@ -194,7 +205,8 @@ func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" || t.Tr
 func (c Replica) QuietInterval() time.Duration { return c.ReadIndex.Quiet() }
 
 // DefaultReplica is a replica on 127.0.0.1:2479 (clients) and :2480 (peers),
-// beside a default etcd or primary on 2379/2380.
+// beside a default etcd or primary on 2379/2380. It joins no cluster: --join
+// (or --upstream) names the one to join.
 func DefaultReplica() Replica {
 	return Replica{
 		Name:                "replica",
@@ -203,7 +215,6 @@ func DefaultReplica() Replica {
 		AdvertisePeerURLs:   []string{"http://127.0.0.1:2480"},
 		ListenClientURLs:    []string{"http://127.0.0.1:2479"},
 		AdvertiseClientURLs: []string{"http://127.0.0.1:2479"},
-		Join:                []string{"http://127.0.0.1:2379"},
 		JoinTimeout:         2 * time.Minute,
 		ReadIndex:           readindex.DefaultSettings(),
 		HeartbeatMs:         100,
@@ -247,10 +258,10 @@ func (c Replica) Validate() error {
 	if c.DataDir == "" {
 		add("--data-dir: must not be empty")
 	}
+	// No --join and no --upstream is a restart, or refused by replica.Run,
+	// which reads the data dir.
 	if len(c.Upstream) > 0 {
 		problems = append(problems, c.validateCascaded()...)
-	} else if len(c.Join) == 0 {
-		add("--join: must name at least one client URL of the cluster")
 	}
 	if c.ReplaceStaleDataDir != "" {
 		if _, err := c.StaleDataDirCluster(); err != nil {
@@ -264,15 +275,16 @@ func (c Replica) Validate() error {
 		{"join", c.Join},
 		{"upstream", c.Upstream},
 		{"listen-peer-urls", c.ListenPeerURLs},
-		{"initial-advertise-peer-urls", c.AdvertisePeerURLs},
+		{"initial-advertise-peer-urls", given(c.AdvertisePeerURLs, !c.peerAdvertiseDerived)},
 		{"listen-client-urls", c.ListenClientURLs},
-		{"advertise-client-urls", c.AdvertiseClientURLs},
+		{"advertise-client-urls", given(c.AdvertiseClientURLs, !c.clientAdvertiseDerived)},
 		{"listen-metrics-urls", c.ListenMetricsURLs},
 		{"read-index-via", c.ReadIndex.ViaURLs},
 	} {
 		problems = append(problems, checkURLs(f.name, f.urls)...)
 	}
 	problems = append(problems, checkPlainHTTP("listen-metrics-urls", c.ListenMetricsURLs)...)
+	problems = append(problems, c.checkAdvertised()...)
 	for _, f := range []struct {
 		name string
 		urls []string
@@ -392,3 +404,54 @@ func checkTLS(prefix, urlFlags string, t TLS, urls []string) []error {
 
 // Cascaded reports a cascaded replica (--upstream).
 func (c Replica) Cascaded() bool { return len(c.Upstream) > 0 }
+
+// checkAdvertised refuses an unspecified address (0.0.0.0, [::]) among the
+// URLs the replica publishes: it listens on every interface and reaches
+// nobody, yet it would land in the member list (peer URLs) or be what
+// clients and cycle checks are told (client URLs). As etcd, which requires
+// --advertise-client-urls once --listen-client-urls is given, an
+// unspecified listen address needs its advertise flag.
+func (c Replica) checkAdvertised() []error {
+	var problems []error
+	for _, f := range []struct {
+		listen, advertise string
+		urls              []string
+		derived, used     bool
+	}{
+		// A cascaded replica is no member: it publishes no peer URL.
+		{"listen-peer-urls", "initial-advertise-peer-urls", c.AdvertisePeerURLs, c.peerAdvertiseDerived, !c.Cascaded()},
+		{"listen-client-urls", "advertise-client-urls", c.AdvertiseClientURLs, c.clientAdvertiseDerived, true},
+	} {
+		i := slices.IndexFunc(f.urls, unspecifiedHost)
+		switch {
+		case !f.used || i < 0:
+		case f.derived:
+			problems = append(problems, fmt.Errorf("--%s %s: an unspecified address listens on every interface but is no address to publish: give --%s, the URLs others reach this replica at (as etcd requires --advertise-client-urls with --listen-client-urls)",
+				f.listen, f.urls[i], f.advertise))
+		default:
+			problems = append(problems, fmt.Errorf("--%s %s: an unspecified address is no address others can reach; give this host's address or DNS name",
+				f.advertise, f.urls[i]))
+		}
+	}
+	return problems
+}
+
+// given is urls if they were given, and none if they are another flag's
+// (which reports their problems).
+func given(urls []string, ok bool) []string {
+	if !ok {
+		return nil
+	}
+	return urls
+}
+
+// unspecifiedHost reports a URL whose host is 0.0.0.0 or :: (checkURL
+// reports one that does not parse).
+func unspecifiedHost(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil {
+		return false
+	}
+	a, err := netip.ParseAddr(u.Hostname())
+	return err == nil && a.IsUnspecified()
+}

@@ -13,7 +13,7 @@ import (
 func (c Replica) validateCascaded() []error {
 	var problems []error
 	add := func(format string, a ...any) { problems = append(problems, fmt.Errorf(format, a...)) }
-	if c.joinSet {
+	if c.joinSet || len(c.Join) > 0 {
 		add("--upstream and --join: give --join for a learner replica (a member of the cluster) or --upstream for a cascaded replica (fed by another replica's watch), not both")
 	}
 	if c.Promotion.Role != promotion.RoleReader {

@@ -17,16 +17,16 @@ import (
 func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs := flag.NewFlagSet("replica", flag.ContinueOnError)
 	fs.StringVar(&cfg.Name, "name", cfg.Name, "Member name of this replica; unique in the cluster.")
-	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "Path to the data directory (default: ${name}.replica). An existing one restarts as the same member.")
-	fs.Func("join", "Comma-separated client URLs of the cluster to join as a learner (any voters).", func(v string) error {
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "Path to the data directory. One that holds a replica restarts as it (--join may then be left out).")
+	fs.Func("join", "Comma-separated client URLs of the cluster to join as a learner (its voters). Required, unless --upstream or a --data-dir that holds this replica.", func(v string) error {
 		cfg.joinSet = true
 		return (*list)(&cfg.Join).Set(v)
 	})
 	fs.Var((*list)(&cfg.Upstream), "upstream", "Instead of --join: a cascaded replica, fed by the watch of these client URLs (replicas of the cluster); no member. See docs/cascaded.md.")
 	fs.Var((*list)(&cfg.ListenPeerURLs), "listen-peer-urls", "URLs to listen on for raft traffic from the voters.")
-	fs.Var((*list)(&cfg.AdvertisePeerURLs), "initial-advertise-peer-urls", "This replica's peer URLs as the voters must reach them.")
+	fs.Var((*list)(&cfg.AdvertisePeerURLs), "initial-advertise-peer-urls", "This replica's peer URLs as the voters reach them; required when --listen-peer-urls is an unspecified address (0.0.0.0, [::]).")
 	fs.Var((*list)(&cfg.ListenClientURLs), "listen-client-urls", "URLs to serve etcd's gRPC API on (the replica's front).")
-	fs.Var((*list)(&cfg.AdvertiseClientURLs), "advertise-client-urls", "Client URLs to publish in the member list (default: --listen-client-urls).")
+	fs.Var((*list)(&cfg.AdvertiseClientURLs), "advertise-client-urls", "Client URLs to publish in the member list; required when --listen-client-urls is an unspecified address (0.0.0.0, [::]).")
 	fs.Var((*list)(&cfg.ListenMetricsURLs), "listen-metrics-urls", "URLs to serve /metrics and /health on (plain HTTP).")
 	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", cfg.JoinTimeout, "On first start: time to catch up before the replica gives up, removes the learner entry it added and exits.")
 	fs.DurationVar(&cfg.MaxStaleness, "max-staleness", cfg.MaxStaleness, "Staleness bound for serializable reads that carry none (0: serve them locally as they are). A request can set its own with the gRPC metadata key \"understudy-max-staleness\" (a Go duration).")
@@ -54,7 +54,7 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.StringVar(&cfg.TLSVersions.MaxVersion, "tls-max-version", cfg.TLSVersions.MaxVersion, "Maximum TLS version, as etcd's: TLS1.2, TLS1.3, or empty for Go's highest.")
 	fs.Var((*list)(&cfg.TLSVersions.CipherSuites), "cipher-suites", "Comma-separated TLS 1.2 cipher suites (Go's names), as etcd's; empty: Go's. Not with --tls-min-version TLS1.3.")
 	fs.StringVar(&cfg.User, "user", cfg.User, "User name[:password] the replica's own client logs in with, on an auth-enabled cluster (as etcdctl's --user).")
-	fs.StringVar(&cfg.Password, "password", cfg.Password, "Password for --user; prefer UNDERSTUDY_PASSWORD or the config file, which keep it out of `ps`.")
+	fs.StringVar(&cfg.Password, "password", cfg.Password, "Password for --user; prefer UNDERSTUDY_PASSWORD or the config file, which keep it out of ps.")
 	fs.Int64Var(&cfg.QuotaBackendBytes, "quota-backend-bytes", cfg.QuotaBackendBytes, "Backend quota in bytes, as etcd's. A member over its quota stops writes cluster-wide (NOSPACE), so 0 takes the largest quota any voter reports and a smaller value is refused.")
 	fs.DurationVar(&cfg.QuotaCheckInterval, "quota-check-interval", cfg.QuotaCheckInterval, "How often the voters' backend quotas are asked again; a learner whose quota every voter's has passed stops (docs/operations.md).")
 	fs.UintVar(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "Maximum client request size in bytes the replica accepts, as etcd's.")
@@ -62,25 +62,14 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.StringVar(&cfg.AutoCompactionRetention, "auto-compaction-retention", cfg.AutoCompactionRetention, "etcd's flag: 0 is off. Used only while promoted and leading: give a standby the voters' settings.")
 	fs.IntVar(&cfg.MaxLearners, "max-learners", cfg.MaxLearners, "etcd's flag, checked on every member addition applied: give a replica that may be promoted the voters' value. 0 accepts what they accept.")
 	fs.UintVar(&cfg.MaxTxnOps, "max-txn-ops", cfg.MaxTxnOps, "Maximum number of operations in a transaction, as etcd's.")
-	fs.Func("max-concurrent-streams", fmt.Sprintf("Maximum concurrent streams each client can open at a time, as etcd's (default %d).", cfg.MaxConcurrentStreams), func(v string) error {
-		n, err := strconv.ParseUint(v, 10, 32)
-		if err != nil {
-			return fmt.Errorf("want a whole number from 0 to %d", uint32(math.MaxUint32))
-		}
-		cfg.MaxConcurrentStreams = uint32(n)
-		return nil
-	})
+	fs.Var((*uint32Value)(&cfg.MaxConcurrentStreams), "max-concurrent-streams", "Maximum concurrent streams each client can open at a time, as etcd's.")
 	fs.DurationVar(&cfg.GRPCKeepAliveMinTime, "grpc-keepalive-min-time", cfg.GRPCKeepAliveMinTime, "Minimum interval a client should wait before pinging the replica, as etcd's.")
 	fs.DurationVar(&cfg.GRPCKeepAliveInterval, "grpc-keepalive-interval", cfg.GRPCKeepAliveInterval, "Frequency of server-to-client pings to check a connection is alive, as etcd's.")
 	fs.DurationVar(&cfg.GRPCKeepAliveTimeout, "grpc-keepalive-timeout", cfg.GRPCKeepAliveTimeout, "Wait for a ping's answer before closing a non-responsive connection, as etcd's.")
 	fs.DurationVar(&cfg.WatchProgressNotifyInterval, "watch-progress-notify-interval", cfg.WatchProgressNotifyInterval, "Period of progress notifications on watches that ask for them, as etcd's.")
 	fs.Uint64Var(&cfg.ReadyMaxLag, "ready-max-lag", cfg.ReadyMaxLag, "/readyz fails while the replica's applied index is more than this many entries behind the commit index it knows.")
 	fs.DurationVar(&cfg.ReadyMaxStaleness, "ready-max-staleness", cfg.ReadyMaxStaleness, "/readyz fails while the replica's freshness age is above this (0: the larger of 5s and 3 × the slower of --freshness-interval and --freshness-idle-interval).")
-	fs.Func("role", "reader (never promotes), voter (promotes itself once caught up) or standby (replaces a voter unreachable for --failover-after). Default reader.", func(s string) error {
-		r, err := promotion.ParseRole(s)
-		cfg.Promotion.Role = r
-		return err
-	})
+	fs.Var((*roleValue)(&cfg.Promotion.Role), "role", "reader (never promotes), voter (promotes itself once caught up) or standby (replaces a voter unreachable for --failover-after).")
 	fs.Uint64Var(&cfg.Promotion.MaxLag, "promote-max-lag", cfg.Promotion.MaxLag, "Promote only within this many entries of the leader's commit index (etcd's own check is 90% of the leader's log, which on a long log is far looser).")
 	fs.DurationVar(&cfg.Promotion.Hold, "promote-hold", cfg.Promotion.Hold, "Promote only after being caught up, without a break, for this long.")
 	fs.DurationVar(&cfg.Promotion.LeaderContact, "promote-leader-contact", cfg.Promotion.LeaderContact, "Count as caught up only if the leader was heard from within this long.")
@@ -93,6 +82,11 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.BoolVar(&cfg.EnablePprof, "enable-pprof", cfg.EnablePprof, "Enable runtime profiling data via HTTP server. Address is at client URL + \"/debug/pprof/\" (etcd's flag; also on at --log-level debug, as etcd).")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "Log level: debug, info, warn or error.")
 	fs.StringVar(&cfg.ConfigFile, ConfigFileFlag, "", "Path to a YAML file of settings keyed by flag name. Precedence: flag > UNDERSTUDY_* environment > file > default.")
+	// Defaults that follow other flags (LoadReplica), shown as etcd shows
+	// its ${name}.etcd.
+	fs.Lookup("data-dir").DefValue = "${name}.replica"
+	fs.Lookup("initial-advertise-peer-urls").DefValue = "${listen-peer-urls}"
+	fs.Lookup("advertise-client-urls").DefValue = "${listen-client-urls}"
 	return fs
 }
 
@@ -107,9 +101,11 @@ func LoadReplica(cfg *Replica, fs *flag.FlagSet, args []string) error {
 	}
 	if got.Set["listen-client-urls"] && !got.Set["advertise-client-urls"] {
 		cfg.AdvertiseClientURLs = cfg.ListenClientURLs
+		cfg.clientAdvertiseDerived = true
 	}
 	if got.Set["listen-peer-urls"] && !got.Set["initial-advertise-peer-urls"] {
 		cfg.AdvertisePeerURLs = cfg.ListenPeerURLs
+		cfg.peerAdvertiseDerived = true
 	}
 	return err
 }
@@ -156,4 +152,43 @@ func (m *headersMode) Set(s string) error {
 	}
 	*m = headersMode(s)
 	return nil // Validate names a bad value with the others
+}
+
+// roleValue is --role: a bad value is refused and leaves the role as it
+// was, so that it is reported once.
+type roleValue promotion.Role
+
+func (r *roleValue) String() string {
+	if r == nil {
+		return ""
+	}
+	return string(*r)
+}
+
+func (r *roleValue) Set(s string) error {
+	role, err := promotion.ParseRole(s)
+	if err != nil {
+		return err
+	}
+	*r = roleValue(role)
+	return nil
+}
+
+// uint32Value is a uint32 flag (etcd's --max-concurrent-streams).
+type uint32Value uint32
+
+func (v *uint32Value) String() string {
+	if v == nil {
+		return ""
+	}
+	return strconv.FormatUint(uint64(*v), 10)
+}
+
+func (v *uint32Value) Set(s string) error {
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return fmt.Errorf("want a whole number from 0 to %d", uint32(math.MaxUint32))
+	}
+	*v = uint32Value(n)
+	return nil
 }

@@ -1,14 +1,21 @@
 package learner
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
+	"go.etcd.io/etcd/server/v3/storage/datadir"
+	"go.etcd.io/etcd/server/v3/storage/schema"
 	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
 	"google.golang.org/protobuf/proto"
@@ -76,6 +83,62 @@ func ReadDataDir(dataDir string) (s Stored, ok bool, err error) {
 		}
 		return Stored{ID: md.GetNodeID(), ClusterID: md.GetClusterID()}, true, nil
 	}
+}
+
+// StoredClientURLs are the client URLs of the cluster's members as the
+// member dataDir holds (self, its ID) last applied its member list: the
+// voters' other than its own, or, with none, the other members'. It reads
+// etcd's backend read-only, without starting the member; a data dir in use
+// by a running member (its lock held) is an error after a second.
+func StoredClientURLs(dataDir string, self uint64) ([]string, error) {
+	path := datadir.ToBackendFileName(dataDir)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("learner: --data-dir %s: no member list: %w", dataDir, unwrapPath(err))
+	}
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("learner: --data-dir %s is in use (is a replica already running on it?)", dataDir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("learner: --data-dir %s: %w", dataDir, err)
+	}
+	defer db.Close()
+	var voters, others []string
+	err = db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(schema.Members.Name())
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(_, v []byte) error {
+			var m membership.Member
+			if err := json.Unmarshal(v, &m); err != nil {
+				return fmt.Errorf("member list: %w", err)
+			}
+			switch {
+			case uint64(m.ID) == self:
+			case m.IsLearner:
+				others = append(others, m.ClientURLs...)
+			default:
+				voters = append(voters, m.ClientURLs...)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("learner: --data-dir %s: %w", dataDir, err)
+	}
+	if len(voters) == 0 {
+		voters = others
+	}
+	slices.Sort(voters)
+	return slices.Compact(voters), nil
+}
+
+func unwrapPath(err error) error {
+	if pe := (*os.PathError)(nil); errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // Verdict is what a replica does with its data dir at start.

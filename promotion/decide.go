@@ -40,7 +40,7 @@ func ParseRole(s string) (Role, error) {
 			return r, nil
 		}
 	}
-	return "", fmt.Errorf("--role %q: want one of reader, standby, voter", s)
+	return "", errors.New("want one of reader, standby, voter")
 }
 
 // Config is the promotion policy.
@@ -69,7 +69,7 @@ func (c Config) Validate() error {
 	var problems []error
 	add := func(format string, a ...any) { problems = append(problems, fmt.Errorf(format, a...)) }
 	if _, err := ParseRole(string(c.Role)); err != nil {
-		problems = append(problems, err)
+		add("--role %q: %v", c.Role, err)
 	}
 	if c.Hold < 0 {
 		add("--promote-hold %v: must be 0 or more", c.Hold)

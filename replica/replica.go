@@ -53,6 +53,19 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	// The data dir's kind, and the cluster to join, before anything is
+	// logged, dialled or written.
+	if err := checkDataDirKind(cfg); err != nil {
+		return err
+	}
+	joinFromData := !cfg.Cascaded() && len(cfg.Join) == 0
+	if joinFromData {
+		join, err := joinFromDataDir(cfg)
+		if err != nil {
+			return err
+		}
+		cfg.Join = join
+	}
 	opts, flush, err := opts.withDefaults(cfg)
 	if err != nil {
 		return err
@@ -60,6 +73,10 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) (err error) {
 	defer flush()
 	// Last, once everything Run started has stopped.
 	defer func() { logStopped(ctx, opts.Logger, cfg, err) }()
+	if joinFromData {
+		opts.Logger.Info("no --join: restarting through the members the data dir's member list names",
+			zap.String("data-dir", cfg.DataDir), zap.Strings("join", cfg.Join))
+	}
 	// What every kind of replica presents, read at each scrape: a file
 	// rotated in place is what the next handshake presents.
 	opts.Registerer.MustRegister(certexpiry.New(

@@ -42,11 +42,13 @@ Usage:
   replica --version         understudy's version and source revision, etcd's, Go's
 
 On first start the replica adds itself as a learner through --join, catches up
-and serves. If it is not caught up within --join-timeout it removes the learner
-entry it added and exits non-zero. A data dir that holds a member restarts as
-that member and adds nothing, if --join reaches that member's cluster and
-lists it under --name; a data dir of another cluster, of a removed member or
-of another replica is refused before anything is served.
+and serves; it joins no cluster it is not given (--join, or --upstream for a
+cascaded replica). If it is not caught up within --join-timeout it removes the
+learner entry it added and exits non-zero. A data dir that holds a member
+restarts as that member and adds nothing, if --join (left out: the members the
+data dir's member list names) reaches that member's cluster and lists it under
+--name; a data dir of another cluster, of a removed member, of another replica
+or of a cascaded replica is refused before anything is served.
 
 Settings come from, highest first: flags, UNDERSTUDY_<FLAG> environment
 variables (--max-staleness is UNDERSTUDY_MAX_STALENESS), the --config-file
@@ -95,6 +97,9 @@ func run(ctx context.Context, clock clockwork.Clock, args []string, stdout, stde
 	}
 	if err := replica.Run(ctx, cfg, replica.Options{Clock: clock}); err != nil {
 		printProblems(stderr, err)
+		if errors.Is(err, replica.ErrNoCluster) {
+			return 2 // a flag to give, as the other refusals of bad input
+		}
 		return 1
 	}
 	return 0

@@ -165,6 +165,10 @@ func TestKubernetesOverlaysConfigureAValidReplica(t *testing.T) {
 			if err := cfg.Validate(); err != nil {
 				t.Fatalf("replica %s: %v", strings.Join(args, " "), err)
 			}
+			// The replica joins no cluster it is not told (no default --join).
+			if len(cfg.Join) == 0 {
+				t.Errorf("no --join (UNDERSTUDY_JOIN): the replica would refuse to start")
+			}
 			if string(cfg.Promotion.Role) != overlay {
 				t.Errorf("role %q, want %q", cfg.Promotion.Role, overlay)
 			}
