@@ -40,8 +40,9 @@ func (k outcomeKind) String() string {
 // outcome is what one session with an upstream came to.
 type outcome struct {
 	kind outcomeKind
-	// followed: the upstream's watch was open and its history checked
-	// (the store followed it) before the session ended.
+	// followed: the upstream's watch delivered (events or progress past
+	// its creation, or a read that found it quiet) before the session
+	// ended. A watch created and then compacted did not.
 	followed bool
 	err      error
 }
@@ -129,6 +130,11 @@ func (c *followCore) step() action {
 // done records how following upstream i ended; need is the revision the
 // store needs next, after the session.
 func (c *followCore) done(i int, o outcome, need int64) {
+	if o.kind == outcomeCompacted {
+		// Compacted past the store: whatever it sent before, it cannot
+		// be followed (etcd creates a watch, then cancels it compacted).
+		o.followed = false
+	}
 	if need != c.need {
 		// The store advanced: what the others said was of another
 		// revision.

@@ -58,6 +58,9 @@ func TestFollowCore(t *testing.T) {
 			{want: "follow 0", out: compacted}, {want: "follow 1", out: lostAfter},
 			{want: "follow 0", out: compacted}, {want: "follow 1", out: lost}, {want: "bootstrap compacted"},
 		}},
+		{"created, then compacted: not followed, so no endless turns", 1, 0, []step{
+			{want: "follow 0", out: outcome{kind: outcomeCompacted, followed: true, err: errors.New("compacted to 90")}}, {want: "bootstrap compacted to 90"},
+		}},
 		{"every upstream compacted: bootstrap", 3, 0, []step{
 			{want: "follow 0", out: compacted}, {want: "follow 1", out: compacted}, {want: "follow 2", out: compacted}, {want: "bootstrap " + ErrBehind.Error()},
 		}},

@@ -135,7 +135,7 @@ func (s *Store) follow(ctx context.Context, a *applier, u *upstream) outcome {
 	gc := s.clock.NewTicker(s.cfg.LeaseGCInterval)
 	defer gc.Stop()
 	heard := s.clock.Now()
-	followed := false
+	created, followed := false, false
 	defer s.unfollow()
 	for {
 		select {
@@ -147,12 +147,14 @@ func (s *Store) follow(ctx context.Context, a *applier, u *upstream) outcome {
 			if err := s.take(ctx, a, u, resp, ok); err != nil {
 				return outcomeOf(err, followed)
 			}
-			if !followed {
+			if !created {
 				// Created, from the next revision, of a checked history:
 				// proofs ask u from now on.
-				followed = true
+				created = true
 				s.followUp(sctx, u)
 			}
+			// Past its creation, it delivers.
+			followed = followed || !resp.Created
 			heard = s.clock.Now()
 		case <-progress.Chan():
 			// Silent since the last tick: ask whether it is quiet or lost
@@ -165,6 +167,7 @@ func (s *Store) follow(ctx context.Context, a *applier, u *upstream) outcome {
 				}
 				if quiet {
 					heard = s.clock.Now()
+					followed = followed || created
 				}
 			}
 			pctx, pcancel := context.WithTimeout(wctx, s.cfg.SilenceTimeout)

@@ -145,6 +145,16 @@ func (s *Store) verify(ctx context.Context, u *upstream, fp fingerprint) error {
 			return err
 		}
 	}
+	if len(fp.evs) == 0 {
+		// Nothing to compare: whether it still reads at n, at least.
+		_, err := u.cli.Get(ctx, probeKey, clientv3.WithRev(n), clientv3.WithSerializable(), clientv3.WithCountOnly())
+		switch {
+		case errors.Is(err, rpctypes.ErrCompacted):
+			return fmt.Errorf("%w: %s compacted past the store's revision %d", errCompactedHere, u.url, n)
+		case err != nil:
+			return fmt.Errorf("%w: %s: reading at revision %d: %v", errLost, u.url, n, err)
+		}
+	}
 	for _, ev := range fp.evs {
 		r, err := u.cli.Get(ctx, string(ev.Kv.Key), clientv3.WithRev(n), clientv3.WithSerializable())
 		switch {
