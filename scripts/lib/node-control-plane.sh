@@ -9,7 +9,7 @@
 # 2381/2481/2581, data in $NODE_DIR/voters/voter-N, certificates from
 # $pki/etcd at /etc/kubernetes/pki/etcd. Their manifests are written once
 # and then edited as deploy/README.md's step 1 edits kubeadm's (they start
-# without --max-learners: etcd's default, 1). dnsPolicy
+# without --max-learners: the primary's default, 8, where etcd's is 1). dnsPolicy
 # ClusterFirstWithHostNet: the voters resolve the replicas' DNS peer URLs
 # through CoreDNS (step 1 again).
 #
