@@ -56,10 +56,15 @@ func NewAdminFlags(a *Admin, cmd string) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	a.Command = cmd
 	a.Rule = promotion.DefaultConfig()
-	a.Conn.Endpoints = []string{"http://127.0.0.1:2379"}
 	a.Write, a.HoldFor = "table", time.Hour
 	a.ServiceAccountDir = podscale.DefaultServiceAccountDir
-	fs.Func("endpoints", "Client URLs of the cluster, comma-separated (default http://127.0.0.1:2379).", func(s string) error {
+	help := "Client URLs of the cluster, comma-separated (or ETCDCTL_ENDPOINTS); required: " + cmd + " changes the cluster, and never acts on whatever listens on 127.0.0.1:2379."
+	if cmd == "status" {
+		// Reads only, as etcdctl's default.
+		a.Conn.Endpoints = []string{"http://127.0.0.1:2379"}
+		help = "Client URLs of the cluster, comma-separated (or ETCDCTL_ENDPOINTS; default http://127.0.0.1:2379, as etcdctl)."
+	}
+	fs.Func("endpoints", help, func(s string) error {
 		a.Conn.Endpoints = strings.Split(s, ",")
 		return nil
 	})
@@ -181,7 +186,9 @@ func (a Admin) Validate() error {
 	if a.Command == "hold" && !a.Release && a.HoldFor < time.Second {
 		add("--for %v: must be at least 1s", a.HoldFor)
 	}
-	if err := a.Conn.Validate(""); err != nil {
+	if len(a.Conn.Endpoints) == 0 && a.Command != "status" {
+		add("--endpoints: replica %s changes the cluster: name its client URLs (--endpoints or ETCDCTL_ENDPOINTS); there is no default, so that it never acts on whatever listens on 127.0.0.1:2379", a.Command)
+	} else if err := a.Conn.Validate(""); err != nil {
 		problems = append(problems, err)
 	}
 	return errors.Join(problems...)

@@ -7,6 +7,7 @@ import (
 )
 
 func TestAdminFlagsAndProblems(t *testing.T) {
+	const ep = "http://10.0.0.1:2379"
 	for _, c := range []struct {
 		cmd  string
 		args []string
@@ -14,11 +15,15 @@ func TestAdminFlagsAndProblems(t *testing.T) {
 	}{
 		{"status", nil, ""},
 		{"status", []string{"r1"}, `"r1": unexpected argument`},
-		{"promote", []string{"r1", "--force"}, ""},
-		{"promote", nil, "give one member NAME or hex ID"},
-		{"hold", []string{"m2", "--for", "30m", "--reason", "reboot"}, ""},
-		{"hold", []string{"--all", "--for", "30m"}, ""},
-		{"hold", []string{"--release", "m2"}, ""},
+		{"promote", []string{"r1", "--force", "--endpoints", ep}, ""},
+		{"promote", []string{"--endpoints", ep}, "give one member NAME or hex ID"},
+		{"hold", []string{"m2", "--for", "30m", "--reason", "reboot", "--endpoints", ep}, ""},
+		{"hold", []string{"--all", "--for", "30m", "--endpoints", ep}, ""},
+		{"hold", []string{"--release", "m2", "--endpoints", ep}, ""},
+		// What changes the cluster never defaults to 127.0.0.1:2379.
+		{"promote", []string{"r1"}, "--endpoints: replica promote changes the cluster"},
+		{"leave", []string{"r1"}, "--endpoints: replica leave changes the cluster"},
+		{"hold", []string{"--all"}, "--endpoints: replica hold changes the cluster"},
 		{"hold", []string{"m2", "--all"}, `"m2" and --all: give one voter NAME or hex ID, or --all, not both`},
 		{"promote", []string{"r1", "--release"}, "--release: a flag of replica hold, not of replica promote"},
 		{"status", []string{"--all", "--reason", "x"}, "--all: a flag of replica hold, not of replica status"},
@@ -27,9 +32,9 @@ func TestAdminFlagsAndProblems(t *testing.T) {
 		{"status", []string{"-w", "yaml"}, `-w "yaml": want table or json`},
 		{"leave", []string{"r1", "r2"}, `"r2": unexpected argument`},
 		{"status", []string{"--password", "x"}, "--password: needs --user"},
-		{"leave", []string{"--if-scaled-down"}, ""},
+		{"leave", []string{"--if-scaled-down", "--endpoints", ep}, ""},
 		{"status", []string{"--if-scaled-down"}, "--if-scaled-down: a flag of replica leave, not of replica status"},
-		{"leave", []string{"--if-scaled-down", "--shutdown-delay", "5s"}, ""},
+		{"leave", []string{"--if-scaled-down", "--shutdown-delay", "5s", "--endpoints", ep}, ""},
 		{"leave", []string{"r1", "--shutdown-delay", "5s"}, "--shutdown-delay 5s: only with leave --if-scaled-down"},
 		{"leave", []string{"--if-scaled-down", "--shutdown-delay", "-1s"}, "--shutdown-delay -1s: want 0 or more"},
 	} {
@@ -71,7 +76,7 @@ func TestAdminReadsEtcdctlEnvironment(t *testing.T) {
 	// etcdctl's business.
 	t.Setenv("ETCDCTL_WRITE_OUT", "simple")
 	t.Setenv("ETCDCTL_FORCE", "true")
-	var b Admin
+	var b Admin // promote's --endpoints from ETCDCTL_ENDPOINTS
 	if err := LoadAdmin(&b, NewAdminFlags(&b, "promote"), []string{"r1"}); err != nil || b.Validate() != nil || b.Force || b.Write != "table" {
 		t.Errorf("ETCDCTL_WRITE_OUT and ETCDCTL_FORCE changed promote: %v, %v, force %v, -w %q", err, b.Validate(), b.Force, b.Write)
 	}
