@@ -21,8 +21,8 @@ type applier struct {
 	srv *etcdserver.EtcdServer
 	// leases are the lease IDs the local lessor has.
 	leases map[int64]bool
-	// breakKey, a test hook, gets a wrong value (Config.BreakApplyKey).
-	breakKey string
+	// value, nil but in tests, alters what is written (Config.ApplyValue).
+	value func(key, value []byte) []byte
 	// applied is told every revision applied (Store.applied).
 	applied func(rev int64)
 	// last is the store's revision and what it wrote (verify checks an
@@ -30,8 +30,8 @@ type applier struct {
 	last fingerprint
 }
 
-func newApplier(ctx context.Context, srv *etcdserver.EtcdServer, breakKey string, applied func(int64)) (*applier, error) {
-	a := &applier{srv: srv, leases: map[int64]bool{}, breakKey: breakKey, applied: applied}
+func newApplier(ctx context.Context, srv *etcdserver.EtcdServer, value func(key, value []byte) []byte, applied func(int64)) (*applier, error) {
+	a := &applier{srv: srv, leases: map[int64]bool{}, value: value, applied: applied}
 	fp, err := localFingerprint(srv.KV())
 	if err != nil {
 		return nil, err
@@ -96,8 +96,8 @@ func (a *applier) applyRevision(ctx context.Context, rev int64, evs []*mvccpb.Ev
 			continue
 		}
 		value := ev.Kv.Value
-		if a.breakKey != "" && string(ev.Kv.Key) == a.breakKey {
-			value = append(bytes.Clone(value), " (broken on purpose)"...)
+		if a.value != nil {
+			value = a.value(ev.Kv.Key, bytes.Clone(value))
 		}
 		ops[i] = &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: ev.Kv.Key, Value: value, Lease: ev.Kv.Lease}}}
 	}

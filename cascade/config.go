@@ -73,10 +73,10 @@ type Config struct {
 	// ask for progress notifications get one (etcd's
 	// --watch-progress-notify-interval); 0 keeps etcd's default.
 	WatchProgressNotifyInterval time.Duration
-	// BreakApplyKey, a test hook, makes the Applier write a wrong value
-	// for this key, as a broken apply would: the check after the revision
-	// must find it (UNDERSTUDY_TEST_BREAK_APPLY).
-	BreakApplyKey string
+	// ApplyValue, nil but in tests of the checks, is the value the
+	// Applier writes for a put (nil: the source's): a test breaks the
+	// apply with it, and the check after the revision must find it.
+	ApplyValue func(key, value []byte) []byte
 }
 
 // DefaultConfig is a Config with the defaults of its durations.

@@ -43,7 +43,7 @@ func (s *Store) Run(ctx context.Context) (err error) {
 			err = s.fence(err)
 		}
 	}()
-	a, err := newApplier(ctx, s.e.Server, s.cfg.BreakApplyKey, s.publish)
+	a, err := newApplier(ctx, s.e.Server, s.cfg.ApplyValue, s.publish)
 	if err != nil {
 		return err
 	}

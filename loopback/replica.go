@@ -37,6 +37,8 @@ type ReplicaConfig struct {
 	// Host, if set, runs the replica there (Host), at its address on
 	// etcd's default ports, instead of on 127.0.0.1 (no proxies).
 	Host *Host
+	// Bin is the replica binary to run; "" is the cluster's (Bins.Replica).
+	Bin string
 }
 
 // Replica is a replica process.
@@ -104,7 +106,11 @@ func StartReplica(t TB, c *Cluster, cfg ReplicaConfig) *Replica {
 		}
 		r.PeerProxy.Delay(cfg.PeerDelay)
 	}
-	r.Proc = Start(t, ProcConfig{Name: cfg.Name, Bin: c.Bins.Replica, Args: append(args, cfg.Extra...), Env: cfg.Env, Exec: through})
+	bin := c.Bins.Replica
+	if cfg.Bin != "" {
+		bin = cfg.Bin
+	}
+	r.Proc = Start(t, ProcConfig{Name: cfg.Name, Bin: bin, Args: append(args, cfg.Extra...), Env: cfg.Env, Exec: through})
 	if cfg.PeerDelay > 0 {
 		// Before the replica's member starts: it first adds itself (a
 		// round trip to the voters' client URLs at least).

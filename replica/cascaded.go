@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -169,7 +168,9 @@ func cascadeConfig(cfg config.Replica, opts Options, metrics *cascade.Metrics) c
 	cc.LogOutputs = opts.MemberLogOutputs
 	cc.WatchProgressNotifyInterval = cfg.WatchProgressNotifyInterval
 	cc.Logger, cc.Metrics, cc.Clock = opts.Logger.Named("cascade"), metrics, opts.Clock
-	cc.BreakApplyKey = os.Getenv("UNDERSTUDY_TEST_BREAK_APPLY")
+	if opts.CascadeApplyValue != nil {
+		cc.ApplyValue = opts.CascadeApplyValue
+	}
 	cc.Dial = func(endpoints []string) (*clientv3.Client, error) {
 		t, err := clientTLS(cfg.ClientTLS, cfg.TLSVersions, endpoints)
 		if err != nil {

@@ -43,6 +43,9 @@ type Options struct {
 	// Clock is the one clock of the front, the role loop and the quota
 	// guard; nil means the real clock.
 	Clock clockwork.Clock
+	// CascadeApplyValue, nil but in tests of a cascaded replica's checks,
+	// alters the values its store applies (cascade.Config.ApplyValue).
+	CascadeApplyValue func(key, value []byte) []byte
 }
 
 // Run joins (or rejoins) the cluster and serves until ctx ends (a clean stop,

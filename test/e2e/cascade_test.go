@@ -126,8 +126,8 @@ func TestCascadedReplicaServes(t *testing.T) {
 	}
 }
 
-// A local apply broken on purpose (UNDERSTUDY_TEST_BREAK_APPLY: a wrong
-// value written for one key) is found by the check after the revision:
+// A local apply broken on purpose (a test build of the replica,
+// harness.BrokenApplyReplica: a wrong value written for one key) is found by the check after the revision:
 // the cascaded replica never serves the wrong value, stops serving, and
 // serves again, the right value, once it has bootstrapped anew.
 func TestCascadedReplicaNeverServesADivergedStore(t *testing.T) {
@@ -137,7 +137,7 @@ func TestCascadedReplicaNeverServesADivergedStore(t *testing.T) {
 	voters := client(t, c.Endpoints()...)
 	r := startReplica(t, bins, c, "r1", replicaOpts{})
 	cr := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "c1", Upstream: []string{r.ClientURL},
-		Env: []string{"UNDERSTUDY_TEST_BREAK_APPLY=bad"}})
+		Bin: harness.BrokenApplyReplica(t), Extra: []string{"--break-apply-key=bad"}})
 	cc := client(t, cr.ClientURL)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

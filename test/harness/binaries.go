@@ -258,3 +258,33 @@ func InModule() bool {
 	_, err = os.Stat(filepath.Join(root, "cmd", "replica"))
 	return err == nil
 }
+
+var brokenApply struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// BrokenApplyReplica builds, once per test process, the replica whose
+// cascaded store writes a wrong value for the key its --break-apply-key
+// names (test/harness/brokenapply), and returns its path.
+func BrokenApplyReplica(t TB) string {
+	t.Helper()
+	brokenApply.once.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			brokenApply.err = err
+			return
+		}
+		dir, err := binDir(root)
+		if err != nil {
+			brokenApply.err = err
+			return
+		}
+		brokenApply.path, brokenApply.err = buildOne(root, dir, "replica-brokenapply", "./test/harness/brokenapply")
+	})
+	if brokenApply.err != nil {
+		t.Fatalf("%v", brokenApply.err)
+	}
+	return brokenApply.path
+}
