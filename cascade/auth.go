@@ -51,26 +51,78 @@ type authView struct {
 	as auth.AuthStore
 	be backend.Backend
 	// path is as's file.
-	path string
+	path      string
+	refs      refs
+	closeOnce sync.Once
 }
 
+// refs counts the checks reading a copy: a retired copy is closed once
+// the last is done, and none acquires it after.
+type refs struct {
+	mu            sync.Mutex
+	n             int
+	retired, shut bool
+}
+
+// acquire holds v for a check; false once it is closed.
+func (v *authView) acquire() bool {
+	v.refs.mu.Lock()
+	defer v.refs.mu.Unlock()
+	if v.refs.shut {
+		return false
+	}
+	v.refs.n++
+	return true
+}
+
+func (v *authView) release() {
+	v.refs.mu.Lock()
+	v.refs.n--
+	last := v.refs.retired && v.refs.n == 0 && !v.refs.shut
+	if last {
+		v.refs.shut = true
+	}
+	v.refs.mu.Unlock()
+	if last {
+		v.close()
+	}
+}
+
+// retire closes v once no check holds it (now, if none does).
+func (v *authView) retire() {
+	if v == nil {
+		return
+	}
+	v.refs.mu.Lock()
+	v.refs.retired = true
+	now := v.refs.n == 0 && !v.refs.shut
+	if now {
+		v.refs.shut = true
+	}
+	v.refs.mu.Unlock()
+	if now {
+		v.close()
+	}
+}
+
+// close closes v's store and removes its file, once.
 func (v *authView) close() {
 	if v == nil || v.as == nil {
 		return
 	}
-	v.as.Close()
-	_ = v.be.Close()
-	_ = os.Remove(v.path)
+	v.closeOnce.Do(func() {
+		v.as.Close()
+		_ = v.be.Close()
+		_ = os.Remove(v.path)
+	})
 }
 
 // maxTokens bounds the tokens a replica keeps: past it, every client
 // authenticates again. A token unused for tokenTTL is forgotten (etcd's
-// --auth-token-ttl default for simple tokens). A replaced copy is closed
-// closeGrace after it was replaced: no check reads one that long.
+// --auth-token-ttl default for simple tokens).
 const (
-	maxTokens  = 1 << 16
-	tokenTTL   = 5 * time.Minute
-	closeGrace = 10 * time.Second
+	maxTokens = 1 << 16
+	tokenTTL  = 5 * time.Minute
 )
 
 // authz is the replica's copy of the source's auth and the tokens it saw
@@ -197,19 +249,9 @@ func (a *authz) waitConfirmed(ctx context.Context) error {
 
 // run refreshes the copy every interval while calls come, and whenever a
 // call waits for it, until ctx ends: a replica nobody calls asks its
-// upstream nothing. A replaced copy is closed a refresh later, when no
-// check can still be reading it.
+// upstream nothing. A replaced copy is retired: closed once the last check
+// reading it is done (authView.acquire).
 func (a *authz) run(ctx context.Context) {
-	type retiredView struct {
-		v  *authView
-		at time.Time
-	}
-	var retired []retiredView
-	defer func() {
-		for _, r := range retired {
-			a.clock.AfterFunc(closeGrace, r.v.close)
-		}
-	}()
 	t := a.clock.NewTicker(a.interval)
 	defer t.Stop()
 	for {
@@ -225,13 +267,7 @@ func (a *authz) run(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, a.interval+5*time.Second)
 		old, err := a.refresh(rctx, a.clock.Now())
 		cancel()
-		for len(retired) > 0 && a.clock.Since(retired[0].at) >= closeGrace {
-			retired[0].v.close()
-			retired = retired[1:]
-		}
-		if old != nil {
-			retired = append(retired, retiredView{old, a.clock.Now()})
-		}
+		old.retire()
 		if err != nil && ctx.Err() == nil {
 			a.lg.Warn("could not confirm the source's auth; keeping the copy", zap.Error(err))
 		}
@@ -278,7 +314,11 @@ func (a *authz) Permit(ctx context.Context, check func(auth.AuthStore, *auth.Aut
 	if err := a.waitConfirmed(ctx); err != nil {
 		return err
 	}
-	v := a.view.Load()
+	v := a.acquire()
+	if v == nil {
+		return status.Error(codes.Unavailable, "understudy: the copy of the source's auth is closed (the replica is stopping)")
+	}
+	defer v.release()
 	if !v.enabled {
 		return nil
 	}
@@ -287,6 +327,20 @@ func (a *authz) Permit(ctx context.Context, check func(auth.AuthStore, *auth.Aut
 		return err
 	}
 	return check(v.as, ai)
+}
+
+// acquire is the copy in use, held until release (a copy replaced
+// meanwhile is closed after); nil once the last copy is closed.
+func (a *authz) acquire() *authView {
+	for {
+		v := a.view.Load()
+		if v == nil || v.acquire() {
+			return v
+		}
+		if a.view.Load() == v {
+			return nil // closed and not replaced: the store is closed
+		}
+	}
 }
 
 // caller is who ctx's call is from: its token's user, else its client

@@ -254,3 +254,28 @@ func TestForwarderCarriesTheCallersToken(t *testing.T) {
 		t.Fatalf("an untokened write without a client certificate: %v", err)
 	}
 }
+
+// A replaced copy is closed once the last check reading it is done, and
+// never acquired after: no timer guesses how long checks take.
+func TestAuthViewIsClosedAfterItsLastCheck(t *testing.T) {
+	a := newTestAuthz(t, time.Now())
+	v := a.view.Load()
+	held := a.acquire()
+	if held != v {
+		t.Fatalf("acquire: %p, want the copy in use %p", held, v)
+	}
+	v.retire()
+	if v.refs.shut {
+		t.Fatal("a retired copy closed while a check held it")
+	}
+	if err := held.as.IsRangePermitted(&auth.AuthInfo{Username: "alice", Revision: held.as.Revision()}, []byte("pub/a"), nil); err != nil {
+		t.Fatalf("a check on the held copy after it was retired: %v", err)
+	}
+	held.release()
+	if !v.refs.shut {
+		t.Fatal("a retired copy not closed after its last check")
+	}
+	if a.acquire() != nil {
+		t.Fatal("a closed copy acquired")
+	}
+}

@@ -301,8 +301,8 @@ func (s *Store) Close() {
 			_ = s.all.Close()
 		}
 		if s.auth != nil {
-			// The front's last checks may still be reading it.
-			s.clock.AfterFunc(closeGrace, s.auth.view.Load().close)
+			// Closed once the front's last checks are done with it.
+			s.auth.view.Load().retire()
 		}
 		s.m.current.CompareAndSwap(s, nil)
 	})

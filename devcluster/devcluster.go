@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"go.etcd.io/etcd/server/v3/embed"
 
@@ -174,8 +175,15 @@ func startVoters(ctx context.Context, cfg Config, voters []voterSpec) ([]*embed.
 // watchVoters returns nil when ctx ends, or the first voter's failure (or
 // the replica's, through errs).
 func watchVoters(ctx context.Context, cfg Config, members []*embed.Etcd, errs chan error) error {
+	// Its watchers end with it.
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
 	for _, m := range members {
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			select {
 			case err := <-m.Err():
 				errs <- err

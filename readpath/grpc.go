@@ -107,10 +107,13 @@ func (f *Front) registerCascade(cfg Config, kv *kvServer) {
 			return err
 		}}
 	pb.RegisterKVServer(f.grpc, kv)
-	lease, _ := grpcproxy.NewLeaseProxy(f.runCtx, c.Upstream)
+	// etcd's proxies run goroutines until runCtx ends (Stop waits for
+	// them).
+	lease, leaseDone := grpcproxy.NewLeaseProxy(f.runCtx, c.Upstream)
 	pb.RegisterLeaseServer(f.grpc, lease)
-	cluster, _ := grpcproxy.NewClusterProxy(cfg.Logger, c.Upstream, "", "")
+	cluster, clusterDone := grpcproxy.NewClusterProxy(cfg.Logger, c.Upstream, "", "")
 	pb.RegisterClusterServer(f.grpc, cluster)
+	f.proxiesDone = append(f.proxiesDone, leaseDone, clusterDone)
 	pb.RegisterAuthServer(f.grpc, &cascadeAuth{AuthServer: grpcproxy.NewAuthProxy(c.Upstream), up: pb.NewAuthClient(c.Upstream.ActiveConnection()), issueAt: c.IssueAt})
 	pb.RegisterMaintenanceServer(f.grpc, &cascadeMaintenance{MaintenanceServer: newMaintenanceServer(s), permit: c.Permit, up: pb.NewMaintenanceClient(c.Upstream.ActiveConnection()), leader: c.Leader, quota: c.Quota})
 	v3lockpb.RegisterLockServer(f.grpc, grpcproxy.NewLockProxy(c.Upstream))

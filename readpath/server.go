@@ -156,10 +156,13 @@ type Front struct {
 	metricsMux http.Handler
 
 	lw *leaderWatch
-	// runCtx ends at Stop: Run's loops end with it.
-	runCtx context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// runCtx ends at Stop: Run's loops end with it, and etcd's proxies
+	// a cascaded replica forwards with, whose goroutines have ended once
+	// proxiesDone are closed.
+	runCtx      context.Context
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	proxiesDone []<-chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -192,6 +195,9 @@ func New(cfg Config) (*Front, error) {
 	if err := f.newHTTP(f.runCtx, cfg, election); err != nil {
 		f.cancel()
 		_ = f.v3c.Close()
+		for _, done := range f.proxiesDone {
+			<-done
+		}
 		return nil, err
 	}
 	return f, nil
@@ -340,6 +346,9 @@ func (f *Front) Stop() {
 	_ = f.v3c.Close()
 	f.cancel()
 	f.wg.Wait()
+	for _, done := range f.proxiesDone {
+		<-done
+	}
 }
 
 // watchServer is etcd's watch service on the replica's own mvcc store,
