@@ -72,7 +72,7 @@ func (f *Front) newGRPC(cfg Config, lw *leaderWatch) {
 		answer = &answerHeader{always: cfg.AnswerHeaders == wire.HeadersAlways, age: f.fresh.Age, hasLeader: lw.hasLeader, rev: func() int64 { return s.KV().Rev() }}
 	}
 	kv := &kvServer{etcd: v3rpc.NewQuotaKVServer(s), clock: cfg.Clock, fresh: f.fresh, maxStaleness: cfg.MaxStaleness, reqTimeout: s.Cfg.ReqTimeout(), m: m, answer: answer}
-	ws := &watchServer{WatchServer: v3rpc.NewWatchServer(s), m: m, answer: answer}
+	ws := &watchServer{etcd: v3rpc.NewWatchServer(s), m: m, answer: answer}
 	pb.RegisterWatchServer(f.grpc, ws)
 	healthpb.RegisterHealthServer(f.grpc, health.NewServer())
 	f.v3c = v3client.New(s)
@@ -115,7 +115,7 @@ func (f *Front) registerCascade(cfg Config, kv *kvServer) {
 	pb.RegisterClusterServer(f.grpc, cluster)
 	f.proxiesDone = append(f.proxiesDone, leaseDone, clusterDone)
 	pb.RegisterAuthServer(f.grpc, &cascadeAuth{AuthServer: grpcproxy.NewAuthProxy(c.Upstream), up: pb.NewAuthClient(c.Upstream.ActiveConnection()), issueAt: c.IssueAt})
-	pb.RegisterMaintenanceServer(f.grpc, &cascadeMaintenance{MaintenanceServer: newMaintenanceServer(s), permit: c.Permit, up: pb.NewMaintenanceClient(c.Upstream.ActiveConnection()), leader: c.Leader, quota: c.Quota})
+	pb.RegisterMaintenanceServer(f.grpc, &cascadeMaintenance{local: newMaintenanceServer(s), permit: c.Permit, up: pb.NewMaintenanceClient(c.Upstream.ActiveConnection()), leader: c.Leader, quota: c.Quota})
 	v3lockpb.RegisterLockServer(f.grpc, grpcproxy.NewLockProxy(c.Upstream))
 	v3electionpb.RegisterElectionServer(f.grpc, grpcproxy.NewElectionProxy(c.Upstream))
 }

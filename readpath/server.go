@@ -354,13 +354,16 @@ func (f *Front) Stop() {
 // watchServer is etcd's watch service on the replica's own mvcc store,
 // counted.
 type watchServer struct {
-	pb.WatchServer
+	pb.UnsafeWatchServer
+	etcd   pb.WatchServer
 	m      *Metrics
 	answer *answerHeader
 	// permit, for a cascaded replica, checks each watch (permittedWatch).
 	permit Permit
 	rev    func() int64
 }
+
+var _ pb.WatchServer = (*watchServer)(nil)
 
 // Watch serves from the local store as it is: a weak read, whose header
 // is sent when the stream opens, before its first response.
@@ -373,5 +376,5 @@ func (w *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	if w.permit != nil {
 		stream = &permittedWatch{Watch_WatchServer: stream, permit: w.permit, rev: w.rev}
 	}
-	return w.WatchServer.Watch(stream)
+	return w.etcd.Watch(stream)
 }
