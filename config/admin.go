@@ -57,6 +57,7 @@ func NewAdminFlags(a *Admin, cmd string) *flag.FlagSet {
 	a.Command = cmd
 	a.Rule = promotion.DefaultConfig()
 	a.Conn.Endpoints = []string{"http://127.0.0.1:2379"}
+	a.Conn.DialTimeout = conn.DefaultDialTimeout
 	a.Write, a.HoldFor = "table", time.Hour
 	a.ServiceAccountDir = podscale.DefaultServiceAccountDir
 	fs.Func("endpoints", "Client URLs of the cluster, comma-separated (default http://127.0.0.1:2379).", func(s string) error {
@@ -125,7 +126,7 @@ func LoadAdmin(a *Admin, fs *flag.FlagSet, args []string) error {
 // connEnvFlags are the flags read from ETCDCTL_* variables: etcdctl's
 // connection flags only, so that a shell's ETCDCTL_WRITE_OUT or the like
 // changes nothing else.
-var connEnvFlags = []string{"endpoints", "cacert", "cert", "key", "insecure-skip-tls-verify", "user", "password"}
+var connEnvFlags = []string{"endpoints", "cacert", "cert", "key", "insecure-skip-tls-verify", "user", "password", "dial-timeout"}
 
 // loadConnEnv sets the connection flags from etcdctl's variables.
 func loadConnEnv(fs *flag.FlagSet) (problems []error) {

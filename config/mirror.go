@@ -98,7 +98,8 @@ const MirrorMinTxnOps = 6
 // DefaultMirror mirrors every key of a local cluster into another local one.
 func DefaultMirror() Mirror {
 	return Mirror{
-		Source:             MirrorSide{Endpoints: []string{"http://127.0.0.1:2379"}},
+		Source:             MirrorSide{Endpoints: []string{"http://127.0.0.1:2379"}, Credentials: conn.Credentials{DialTimeout: conn.DefaultDialTimeout}},
+		Dest:               MirrorSide{Credentials: conn.Credentials{DialTimeout: conn.DefaultDialTimeout}},
 		Name:               "default",
 		MaxTxnOps:          128,
 		MaxRequestBytes:    1536 * 1024,
