@@ -5,6 +5,7 @@ package admincli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -98,8 +99,12 @@ func Run(ctx context.Context, clock clockwork.Clock, a config.Admin, stdout, std
 }
 
 // explained is err told as conn does (the endpoints, the cause, the
-// advice) when the cluster refused the user or its rights; else err.
+// advice) when the cluster refused the user or its rights; else err, and
+// a refused hold, which says what a hold needs.
 func explained(a config.Admin, err error) error {
+	if errors.Is(err, membership.ErrHoldRefused) {
+		return err
+	}
 	e := a.Conn.Explain(strings.Join(a.Conn.Endpoints, ","), err)
 	if c := conn.ClassOf(e); c == conn.ErrAuthFailed || c == conn.ErrPermissionDenied {
 		return e

@@ -181,6 +181,25 @@ func TestConnErrorsNameEndpointAndCause(t *testing.T) {
 			})
 		}
 	})
+	// A user the cluster takes but whose role lacks the right: leave
+	// names the endpoint, the user and what removing a member needs.
+	t.Run("leave/no right", func(t *testing.T) {
+		out := harness.MustEtcdctl(t, bins, plain.Endpoints(), "member", "add", "r-entry", "--learner", "--peer-urls", harness.URL(harness.FreePort(t)), "--user", "root:rootpw")
+		f := strings.Fields(out) // Member ID added to cluster …
+		if len(f) < 2 || f[0] != "Member" {
+			t.Fatalf("member add: %q", out)
+		}
+		id := f[1]
+		code, stderr := runBounded(t, time.Minute, bins.Replica, "leave", id, "--endpoints", plainURL, "--user", "alice:alicepw")
+		lines := linesWith(stderr, "replica leave: ")
+		want := "replica leave: --endpoints " + plainURL + `: permission denied: user "alice" may not make this request (`
+		if code != 1 || len(lines) != 1 || !strings.HasPrefix(lines[0], want) || !strings.Contains(lines[0], "member changes need the root role") {
+			t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and one line starting %q, saying what member changes need", code, harnessTail(stderr), want)
+		}
+		if code, stderr := runBounded(t, time.Minute, bins.Replica, "leave", id, "--endpoints", plainURL, "--user", "root:rootpw"); code != 0 {
+			t.Fatalf("leave %s as root: exit %d\n%s", id, code, stderr)
+		}
+	})
 	// No refused --join or leave changed the members.
 	for _, c := range []struct {
 		cluster *harness.Cluster
