@@ -73,6 +73,19 @@ func TestProbeEtcd(t *testing.T) {
 	if err != nil || r.ClusterID != aID || len(r.Failed) != 1 || !errors.Is(r.Failed[0], ErrRefused) {
 		t.Fatalf("one live endpoint of two: %+v, %v; want it answered and the closed one failed", r, err)
 	}
+	// A call's timeout alone does not tell the cause: Diagnose probes the
+	// endpoint, and says it when it finds one.
+	f := Flags{Endpoints: []string{closed, a}, Names: EtcdctlNames("upstream-")}
+	if err := f.Diagnose(context.Background(), closed, fmt.Errorf("get: %w", context.DeadlineExceeded)); !errors.Is(err, ErrRefused) || !strings.HasPrefix(err.Error(), "--upstream-endpoints "+closed+": connection refused") {
+		t.Fatalf("a timeout on a closed port, diagnosed: %v", err)
+	}
+	if err := f.Diagnose(context.Background(), a, context.DeadlineExceeded); !errors.Is(err, ErrTimeout) || !strings.HasPrefix(err.Error(), "--upstream-endpoints "+a+": no answer in time") {
+		t.Fatalf("a timeout on a live member, diagnosed: %v", err)
+	}
+	if err := f.Diagnose(context.Background(), a, nil); err != nil {
+		t.Fatalf("no error, diagnosed: %v", err)
+	}
+
 	_, err = Flags{Endpoints: []string{a, b}, Names: EtcdctlNames("")}.Probe(context.Background())
 	if !errors.Is(err, ErrWrongCluster) {
 		t.Fatalf("endpoints of two clusters: %v", err)
