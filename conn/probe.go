@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -178,17 +179,19 @@ func (f Flags) probe(ctx context.Context, ep string, tc *tls.Config) (uint64, er
 			}
 		case r := <-lc:
 			l = &r
-			if r.err != nil && (isOneOf(r.err.Class, definite) || webServer(r.err)) {
+			if r.err != nil && (slices.Contains(definite, r.err.Class) || webServer(r.err)) {
 				stopStatus()
 			}
 		}
 	}
-	switch {
-	case s.err == nil:
+	if s.err == nil {
 		return s.id, nil
-	case l.err != nil && isOneOf(ClassOf(f.Explain(ep, s.err)), []error{ErrAuthFailed, ErrPermissionDenied}):
-		return 0, f.Explain(ep, s.err)
-	case l.err != nil:
+	}
+	if l.err != nil {
+		// The look's cause, unless Status was refused for its user.
+		if e := f.Explain(ep, s.err); slices.Contains([]error{ErrAuthFailed, ErrPermissionDenied}, ClassOf(e)) {
+			return 0, e
+		}
 		return 0, l.err
 	}
 	// The connection answers as etcd: the cause is Status's.
@@ -198,15 +201,6 @@ func (f Flags) probe(ctx context.Context, ep string, tc *tls.Config) (uint64, er
 		e.Advice = "is the member overloaded, or its gRPC API served on other URLs?"
 	}
 	return 0, e
-}
-
-func isOneOf(err error, classes []error) bool {
-	for _, c := range classes {
-		if err == c {
-			return true
-		}
-	}
-	return false
 }
 
 // status asks ep, through a client of f of its own, for its Status.

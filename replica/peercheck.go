@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/understudy-kv/understudy/config"
@@ -52,7 +53,7 @@ func checkPeers(ctx context.Context, cfg config.Replica, cl learner.Cluster) err
 	}
 	wg.Wait()
 	for _, err := range errs {
-		if err == nil || !oneOf(conn.ClassOf(err), ownPeerTLSFaults) {
+		if err == nil || !slices.Contains(ownPeerTLSFaults, conn.ClassOf(err)) {
 			return nil
 		}
 	}
@@ -67,13 +68,4 @@ func peerFlags(cfg config.Replica) conn.Flags {
 		Names: conn.Names{Endpoints: "voter peer URL", CACert: "--peer-trusted-ca-file", Cert: "--peer-cert-file", Key: "--peer-key-file",
 			DialTimeout: "the replica's dial timeout"},
 	}
-}
-
-func oneOf(err error, errs []error) bool {
-	for _, e := range errs {
-		if err == e {
-			return true
-		}
-	}
-	return false
 }
