@@ -128,6 +128,7 @@ type Config struct {
 // readers per path at 50 reads/s each, no fault.
 func DefaultConfig() Config {
 	return Config{
+		Endpoints:      Endpoints{Credentials: conn.Credentials{DialTimeout: conn.DefaultDialTimeout}},
 		Prefix:         "/understudy-compare/",
 		Duration:       20 * time.Second,
 		Rate:           100,

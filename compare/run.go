@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -103,12 +104,16 @@ type Injector interface {
 
 func runRemote(ctx context.Context, cfg Config, opts Options) (*Analysis, error) {
 	var cl Clients
-	for _, side := range []struct {
+	sides := []struct {
 		flag string
 		urls []string
 		dst  **clientv3.Client
 	}{{"primary", cfg.Endpoints.Primary, &cl.Primary}, {"replica", cfg.Endpoints.Replica, &cl.Replica}, {"mirror-dest", cfg.Endpoints.MirrorDest, &cl.Mirror},
-		{"cascaded", cfg.Endpoints.Cascaded, &cl.Cascaded}} {
+		{"cascaded", cfg.Endpoints.Cascaded, &cl.Cascaded}}
+	if err := probeRemote(ctx, cfg.Endpoints); err != nil {
+		return nil, err
+	}
+	for _, side := range sides {
 		if len(side.urls) == 0 {
 			continue // --cascaded is optional
 		}
@@ -140,8 +145,49 @@ func runRemote(ctx context.Context, cfg Config, opts Options) (*Analysis, error)
 	return Measure(ctx, cfg, cl, nil, opts)
 }
 
+// flags are the client flags towards the endpoints of flag (--primary,
+// --replica, …): the credentials every side shares.
+func (e Endpoints) flags(flag string, urls []string) conn.Flags {
+	n := conn.EtcdctlNames("")
+	n.Endpoints = "--" + flag
+	return conn.Flags{Endpoints: urls, Credentials: e.Credentials, Names: n}
+}
+
+// probeRemote checks every side at once, within --dial-timeout: each
+// endpoint answers as etcd, the replica is a member of the primary's
+// cluster, and the mirror's destination is another cluster.
+func probeRemote(ctx context.Context, e Endpoints) error {
+	sides := []struct {
+		flag string
+		urls []string
+	}{{"primary", e.Primary}, {"replica", e.Replica}, {"mirror-dest", e.MirrorDest}, {"cascaded", e.Cascaded}}
+	reached := make([]conn.Reached, len(sides))
+	errs := make([]error, len(sides))
+	var wg sync.WaitGroup
+	for i, s := range sides {
+		if len(s.urls) > 0 {
+			wg.Go(func() { reached[i], errs[i] = e.flags(s.flag, s.urls).Probe(ctx) })
+		}
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	primary := reached[0]
+	expected := fmt.Sprintf("the cluster of --primary %s", primary.Answered[0])
+	if r := reached[1]; r.ClusterID != primary.ClusterID {
+		return e.flags("replica", e.Replica).WrongCluster(r.Answered[0], r.ClusterID, primary.ClusterID, expected)
+	}
+	if r := reached[2]; r.ClusterID == primary.ClusterID {
+		return &conn.Error{Flag: "--mirror-dest", Endpoint: r.Answered[0], Class: conn.ErrWrongCluster,
+			Cause:  fmt.Sprintf("a member of cluster %x, %s: a mirror copies into another cluster", r.ClusterID, expected),
+			Advice: "give the client URLs of the cluster the mirror copies --prefix into"}
+	}
+	return nil
+}
+
 func dial(e Endpoints, urls []string, lg *zap.Logger) (*clientv3.Client, error) {
-	cfg, err := conn.Flags{Endpoints: urls, Credentials: e.Credentials}.ClientConfig(lg.Named("client").WithOptions(zap.IncreaseLevel(zap.WarnLevel)))
+	cfg, err := e.flags("", urls).ClientConfig(lg.Named("client").WithOptions(zap.IncreaseLevel(zap.WarnLevel)))
 	if err != nil {
 		return nil, err
 	}

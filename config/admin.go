@@ -56,6 +56,7 @@ func NewAdminFlags(a *Admin, cmd string) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	a.Command = cmd
 	a.Rule = promotion.DefaultConfig()
+	a.Conn.DialTimeout = conn.DefaultDialTimeout
 	a.Write, a.HoldFor = "table", time.Hour
 	a.ServiceAccountDir = podscale.DefaultServiceAccountDir
 	help := "Client URLs of the cluster, comma-separated (or ETCDCTL_ENDPOINTS); required: " + cmd + " changes the cluster, and never acts on whatever listens on 127.0.0.1:2379."
@@ -130,7 +131,7 @@ func LoadAdmin(a *Admin, fs *flag.FlagSet, args []string) error {
 // connEnvFlags are the flags read from ETCDCTL_* variables: etcdctl's
 // connection flags only, so that a shell's ETCDCTL_WRITE_OUT or the like
 // changes nothing else.
-var connEnvFlags = []string{"endpoints", "cacert", "cert", "key", "insecure-skip-tls-verify", "user", "password"}
+var connEnvFlags = []string{"endpoints", "cacert", "cert", "key", "insecure-skip-tls-verify", "user", "password", "dial-timeout"}
 
 // loadConnEnv sets the connection flags from etcdctl's variables.
 func loadConnEnv(fs *flag.FlagSet) (problems []error) {

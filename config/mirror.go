@@ -99,6 +99,8 @@ const MirrorMinTxnOps = 6
 // given (--source-endpoints, --dest-endpoints), never assumed.
 func DefaultMirror() Mirror {
 	return Mirror{
+		Source:             MirrorSide{Credentials: conn.Credentials{DialTimeout: conn.DefaultDialTimeout}},
+		Dest:               MirrorSide{Credentials: conn.Credentials{DialTimeout: conn.DefaultDialTimeout}},
 		Name:               "default",
 		MaxTxnOps:          128,
 		MaxRequestBytes:    1536 * 1024,

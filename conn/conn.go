@@ -1,8 +1,11 @@
 // Package conn turns etcdctl's connection flags into client
 // configurations: one type for every command that talks to a cluster as a
-// client (replica status/promote/leave, compare, mirror's two sides) and
-// for the replica's own clients, so that TLS, auth and their errors read
-// the same everywhere.
+// client (replica status/promote/leave/hold, compare, mirror's two sides)
+// and for the replica's own clients, so that TLS, auth and their errors
+// read the same everywhere. Why an endpoint fails is told here once
+// (errors.go: Explain, one line naming the flag, the endpoint, the cause
+// and the advice for it), and found out here (probe.go: Probe, every
+// endpoint within the dial timeout, which each command runs first).
 package conn
 
 import (
@@ -21,21 +24,35 @@ import (
 	"go.uber.org/zap"
 )
 
-// Credentials are how a client proves itself and checks the servers:
-// etcdctl's --cacert, --cert, --key, --insecure-skip-tls-verify, --user and
-// --password.
+// DefaultDialTimeout is etcdctl's --dial-timeout: how long a client gives
+// an endpoint to connect, speak TLS and log in.
+const DefaultDialTimeout = 2 * time.Second
+
+// Credentials are how a client proves itself and checks the servers, and
+// how long it gives them to answer: etcdctl's --cacert, --cert, --key,
+// --insecure-skip-tls-verify, --user, --password and --dial-timeout.
 type Credentials struct {
 	CACert, Cert, Key  string
 	InsecureSkipVerify bool
 	// User is name or name:password; Password, if set, wins over the
 	// password in User.
 	User, Password string
+	// DialTimeout bounds a connection: TCP, TLS and the login, and so
+	// Probe; 0 is DefaultDialTimeout.
+	DialTimeout time.Duration
 }
 
 // Flags are a cluster's client URLs and the credentials to reach them.
 type Flags struct {
 	Endpoints []string
 	Credentials
+	// TLSConfig, if set, is the client TLS towards Endpoints, built by the
+	// caller (a replica's, bounded by --tls-min-version); else it comes
+	// from Credentials.
+	TLSConfig *tls.Config
+	// Names are the flags that errors name and advise; the zero value is
+	// etcdctl's (EtcdctlNames("")).
+	Names Names
 }
 
 // Register adds the credentials' flags to fs, each name after prefix
@@ -48,6 +65,10 @@ func (c *Credentials) Register(fs *flag.FlagSet, prefix, what string) {
 	fs.BoolVar(&c.InsecureSkipVerify, prefix+"insecure-skip-tls-verify", c.InsecureSkipVerify, "Do not verify "+what+" TLS certificates (etcdctl's flag).")
 	fs.StringVar(&c.User, prefix+"user", c.User, "User, as name or name:password (etcdctl's --user).")
 	fs.StringVar(&c.Password, prefix+"password", c.Password, "Password, if not in --"+prefix+"user (etcdctl's --password).")
+	if c.DialTimeout == 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	fs.DurationVar(&c.DialTimeout, prefix+"dial-timeout", c.DialTimeout, "How long "+what+" endpoints have to connect, speak TLS and log in; a command fails within it, naming the endpoint and the cause (etcdctl's --dial-timeout).")
 }
 
 // Validate names, with prefix, every flag that is wrong.
@@ -58,6 +79,9 @@ func (c Credentials) Validate(prefix string) error {
 	}
 	if c.Password != "" && c.User == "" {
 		errs = append(errs, fmt.Errorf("--%spassword: needs --%suser", prefix, prefix))
+	}
+	if c.DialTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--%sdial-timeout %v: want a positive duration", prefix, c.DialTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -105,9 +129,9 @@ func (f Flags) Validate(prefix string) error {
 }
 
 // ClientConfig is the clientv3 configuration for f: its endpoints, TLS and
-// user, a 5s dial timeout, and lg for the client's own logs (nil: none).
+// user, its dial timeout, and lg for the client's own logs (nil: none).
 func (f Flags) ClientConfig(lg *zap.Logger) (clientv3.Config, error) {
-	tc, err := f.TLS(f.Endpoints)
+	tc, err := f.clientTLS()
 	if err != nil {
 		return clientv3.Config{}, err
 	}
@@ -115,8 +139,24 @@ func (f Flags) ClientConfig(lg *zap.Logger) (clientv3.Config, error) {
 		lg = zap.NewNop()
 	}
 	user, password := f.UserPassword()
-	return clientv3.Config{Endpoints: f.Endpoints, TLS: tc, DialTimeout: 5 * time.Second,
+	return clientv3.Config{Endpoints: f.Endpoints, TLS: tc, DialTimeout: f.dialTimeout(),
 		Username: user, Password: password, Logger: lg}, nil
+}
+
+// clientTLS is TLSConfig, or the TLS the credentials ask for.
+func (f Flags) clientTLS() (*tls.Config, error) {
+	if f.TLSConfig != nil {
+		return f.TLSConfig, nil
+	}
+	return f.TLS(f.Endpoints)
+}
+
+// dialTimeout is DialTimeout, or DefaultDialTimeout.
+func (c Credentials) dialTimeout() time.Duration {
+	if c.DialTimeout > 0 {
+		return c.DialTimeout
+	}
+	return DefaultDialTimeout
 }
 
 // CertCN is the CN of the first certificate in certFile: the user etcd

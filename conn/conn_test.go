@@ -4,6 +4,7 @@ import (
 	"flag"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidateNamesEveryBadFlag(t *testing.T) {
@@ -61,10 +62,13 @@ func TestRegisterUsesThePrefix(t *testing.T) {
 	var c Credentials
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	c.Register(fs, "dest-", "the destination cluster's")
-	if err := fs.Parse([]string{"--dest-cacert", "ca", "--dest-cert", "c", "--dest-key", "k", "--dest-insecure-skip-tls-verify", "--dest-user", "u", "--dest-password", "p"}); err != nil {
+	if c.DialTimeout != DefaultDialTimeout {
+		t.Fatalf("--dest-dial-timeout defaults to %v, want etcdctl's %v", c.DialTimeout, DefaultDialTimeout)
+	}
+	if err := fs.Parse([]string{"--dest-cacert", "ca", "--dest-cert", "c", "--dest-key", "k", "--dest-insecure-skip-tls-verify", "--dest-user", "u", "--dest-password", "p", "--dest-dial-timeout", "7s"}); err != nil {
 		t.Fatal(err)
 	}
-	want := Credentials{CACert: "ca", Cert: "c", Key: "k", InsecureSkipVerify: true, User: "u", Password: "p"}
+	want := Credentials{CACert: "ca", Cert: "c", Key: "k", InsecureSkipVerify: true, User: "u", Password: "p", DialTimeout: 7 * time.Second}
 	if c != want {
 		t.Fatalf("parsed %+v, want %+v", c, want)
 	}

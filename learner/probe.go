@@ -3,13 +3,9 @@ package learner
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -63,52 +59,16 @@ type Cluster struct {
 
 // ProbeJoin asks join for the member list, from any member and without a
 // leader (a serializable list), within the time ctx allows, and returns the
-// cluster that answered. Where no etcd answers (a web server, nothing, a
-// process that accepts and never answers) it fails when ctx ends, naming
-// --join and what each URL answers to GET /version (hc, with the client
-// TLS), rather than a join that waits out --join-timeout.
-func ProbeJoin(ctx context.Context, m Membership, hc *http.Client, join []string) (Cluster, error) {
+// cluster that answered. The caller has probed join first (conn's
+// Flags.Probe, which names each URL and why it does not answer as etcd);
+// a list that fails after that is ErrJoinNotEtcd, with the error.
+func ProbeJoin(ctx context.Context, m Membership, join []string) (Cluster, error) {
 	resp, err := m.MemberList(ctx, clientv3.WithSerializable())
 	if err != nil {
-		return Cluster{}, fmt.Errorf("%w: no etcd member answered MemberList on --join %s (%v): %s; give the client URLs of the cluster's members (etcd's --advertise-client-urls)",
-			ErrJoinNotEtcd, joinList(join), err, diagnose(context.WithoutCancel(ctx), hc, join))
+		return Cluster{}, fmt.Errorf("%w: --join %s answered etcd's Status, but not MemberList: %v", ErrJoinNotEtcd, joinList(join), err)
 	}
 	if resp.Header == nil || resp.Header.ClusterId == 0 {
 		return Cluster{}, fmt.Errorf("%w: --join %s answered MemberList without a cluster ID", ErrJoinNotEtcd, joinList(join))
 	}
 	return Cluster{ID: resp.Header.ClusterId, Members: resp.Members}, nil
-}
-
-// diagnose says, for each URL, what answers GET /version there (every etcd
-// member serves it on its client URLs), all within a second and a half.
-func diagnose(ctx context.Context, hc *http.Client, urls []string) string {
-	ctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
-	defer cancel()
-	out := make([]string, len(urls))
-	var wg sync.WaitGroup
-	for i, u := range urls {
-		wg.Go(func() { out[i] = u + " " + versionAnswer(ctx, hc, u) })
-	}
-	wg.Wait()
-	return strings.Join(out, "; ")
-}
-
-func versionAnswer(ctx context.Context, hc *http.Client, u string) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"/version", nil)
-	if err != nil {
-		return err.Error()
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Sprintf("does not answer GET /version: %v", err)
-	}
-	defer resp.Body.Close()
-	var v struct {
-		Server  string `json:"etcdserver"`
-		Cluster string `json:"etcdcluster"`
-	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&v) != nil || v.Server == "" {
-		return fmt.Sprintf("answers GET /version with %s and not etcd's version: not an etcd client URL", resp.Status)
-	}
-	return fmt.Sprintf("is etcd %s but did not list members in time (no leader? TLS or credentials?)", v.Server)
 }

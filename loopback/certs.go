@@ -35,6 +35,21 @@ type Certs struct {
 // NewCerts writes a fresh CA and certificate into a temp dir.
 func NewCerts(t TB) *Certs {
 	t.Helper()
+	return newCerts(t, []net.IP{net.ParseIP("127.0.0.1")}, []string{"localhost"})
+}
+
+// NewCertsAddressOnly is NewCerts with a certificate for 127.0.0.1 alone,
+// no DNS name: a client that dials https://localhost is refused ("valid
+// for 127.0.0.1, not localhost"), as clients that dial a name a member's
+// certificate does not list are.
+func NewCertsAddressOnly(t TB) *Certs {
+	t.Helper()
+	return newCerts(t, []net.IP{net.ParseIP("127.0.0.1")}, nil)
+}
+
+// newCerts writes a fresh CA and a certificate for ips and dns.
+func newCerts(t TB, ips []net.IP, dns []string) *Certs {
+	t.Helper()
 	clock := clockwork.NewRealClock()
 	dir := t.TempDir()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -58,7 +73,7 @@ func NewCerts(t TB) *Certs {
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "root"},
 		NotBefore: clock.Now().Add(-time.Hour), NotAfter: clock.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		IPAddresses: ips, DNSNames: dns,
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}

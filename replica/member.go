@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -26,20 +25,37 @@ import (
 // joinProbeTimeout bounds the check that --join reaches an etcd cluster.
 const joinProbeTimeout = 5 * time.Second
 
-// prepare checks, before anything listens or is added, that --join is an
-// etcd cluster other than this replica and that the data dir belongs to
-// it. A data dir holding a learner that never started (a first start that
-// crashed after the add) is emptied, and its entry removed unless a join
-// with these peer URLs takes it over.
-func prepare(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, cfg config.Replica, cli *clientv3.Client) error {
+// checkJoin checks, before anything listens or is added, that --join is
+// not this replica and answers as an etcd cluster, within dialTimeout
+// (conn.Flags.Probe). A --join that does not answer stops a first start
+// at once, naming each URL and its cause; a data dir that holds a member
+// restarts without --join (prepare), and joinErr says why it did not
+// answer.
+func checkJoin(ctx context.Context, cfg config.Replica) (joinErr, err error) {
 	if err := joinsItself(cfg); err != nil {
-		return err
+		return nil, err
 	}
+	f, err := clientFlags(cfg, "--join", cfg.Join)
+	if err != nil {
+		return nil, err
+	}
+	if _, joinErr = f.Probe(ctx); joinErr == nil || learner.HasData(cfg.DataDir) {
+		return joinErr, nil
+	}
+	return nil, fmt.Errorf("replica: %w", joinErr)
+}
+
+// prepare checks, before anything listens or is added, that the data dir
+// belongs to the cluster --join reaches (joinErr, if checkJoin found it
+// does not answer). A data dir holding a learner that never started (a
+// first start that crashed after the add) is emptied, and its entry
+// removed unless a join with these peer URLs takes it over.
+func prepare(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, cfg config.Replica, cli *clientv3.Client, joinErr error) error {
 	stored, held, err := learner.ReadDataDir(cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("replica: %w", err)
 	}
-	cl, err := probeJoin(ctx, cfg, cli)
+	cl, err := probeJoin(ctx, cli, cfg.Join, joinErr)
 	if err != nil && held {
 		// A member restarting must not depend on --join: a voter serves
 		// clients only once it has published itself, which takes a quorum
@@ -83,6 +99,12 @@ func prepare(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, cfg con
 	if err != nil {
 		return fmt.Errorf("replica: %w", err)
 	}
+	if !held {
+		// A first start: the learner's peer TLS must reach a voter.
+		if err := checkPeers(ctx, cfg, cl); err != nil {
+			return err
+		}
+	}
 	if verdict != learner.VerdictDiscard {
 		return nil
 	}
@@ -112,18 +134,16 @@ func moveAside(lg *zap.Logger, clock clockwork.Clock, cfg config.Replica, stored
 	return nil
 }
 
-// probeJoin checks, within joinProbeTimeout, that --join reaches an etcd
-// cluster, and returns its ID and (serializable) member list.
-func probeJoin(ctx context.Context, cfg config.Replica, cli *clientv3.Client) (learner.Cluster, error) {
-	joinTLS, err := clientTLS(cfg.ClientTLS, cfg.TLSVersions, cfg.Join)
-	if err != nil {
-		return learner.Cluster{}, err
+// probeJoin returns, within joinProbeTimeout, the ID and (serializable)
+// member list of the cluster --join reaches; joinErr, if checkJoin found
+// it does not answer.
+func probeJoin(ctx context.Context, cli *clientv3.Client, join []string, joinErr error) (learner.Cluster, error) {
+	if joinErr != nil {
+		return learner.Cluster{}, joinErr
 	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: joinTLS}}
-	defer hc.CloseIdleConnections()
 	pctx, cancel := context.WithTimeout(ctx, joinProbeTimeout)
 	defer cancel()
-	return learner.ProbeJoin(pctx, cli.Cluster, hc, cfg.Join)
+	return learner.ProbeJoin(pctx, cli.Cluster, join)
 }
 
 func self(cfg config.Replica) learner.Self {

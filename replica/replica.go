@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,14 +88,18 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) (err error) {
 		return runCascaded(ctx, cfg, opts)
 	}
 	lg := opts.Logger
+	// --join is an etcd cluster, not this replica, within the dial timeout.
+	joinErr, err := checkJoin(ctx, cfg)
+	if err != nil {
+		return err
+	}
 	cli, err := joinClient(lg, cfg)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	// --join is an etcd cluster, not this replica; the data dir, if any,
-	// is this cluster's member under --name.
-	if err := prepare(ctx, lg, opts.Clock, cfg, cli); err != nil {
+	// The data dir, if any, is this cluster's member under --name.
+	if err := prepare(ctx, lg, opts.Clock, cfg, cli, joinErr); err != nil {
 		return err
 	}
 	// Certificates and listeners first: a replica that cannot serve must
@@ -187,7 +190,7 @@ func joinClient(lg *zap.Logger, cfg config.Replica) (*clientv3.Client, error) {
 		return nil, err
 	}
 	user, password := cfg.Credentials()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Join, TLS: joinTLS, DialTimeout: 5 * time.Second,
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Join, TLS: joinTLS, DialTimeout: dialTimeout,
 		Username: user, Password: password,
 		Logger: lg.Named("join-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))})
 	if err != nil {

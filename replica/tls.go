@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 
@@ -20,6 +21,33 @@ func clientTLS(t config.TLS, v config.TLSVersions, urls []string) (*tls.Config, 
 	}
 	v.Apply(c)
 	return c, nil
+}
+
+// dialTimeout is the replica's dial timeout: its clients of --join (and
+// --upstream) connect, speak TLS and log in within it, and a --join that
+// does not answer as etcd fails within it (conn.Flags.Probe).
+const dialTimeout = 5 * time.Second
+
+// clientFlags are the replica's client flags towards urls, which flag
+// names ("--join", "--upstream"): its TLS (bounded by --tls-min-version),
+// --user, dialTimeout, and the flags an error's advice names. Probe and
+// Diagnose of the result tell why urls do not answer, in one line each:
+//
+//	f, err := clientFlags(cfg, "--upstream", cfg.Upstream)
+//	_, err = f.Probe(ctx)                 // before the first request
+//	err = f.Diagnose(ctx, endpoint, err)  // an error from a request to endpoint
+func clientFlags(cfg config.Replica, flag string, urls []string) (conn.Flags, error) {
+	tc, err := clientTLS(cfg.ClientTLS, cfg.TLSVersions, urls)
+	if err != nil {
+		return conn.Flags{}, err
+	}
+	user, password := cfg.Credentials()
+	return conn.Flags{Endpoints: urls, TLSConfig: tc,
+		Credentials: conn.Credentials{CACert: cfg.ClientTLS.TrustedCAFile, Cert: cfg.ClientTLS.CertFile, Key: cfg.ClientTLS.KeyFile,
+			User: user, Password: password, DialTimeout: dialTimeout},
+		Names: conn.Names{Endpoints: flag, CACert: "--trusted-ca-file", Cert: "--cert-file", Key: "--key-file",
+			User: "--user", Password: "--password", DialTimeout: "the replica's dial timeout"},
+	}, nil
 }
 
 // serverTLS is the front's TLS, bounded by v: nil for http client URLs.

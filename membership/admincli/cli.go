@@ -5,8 +5,10 @@ package admincli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/understudy-kv/understudy/backoff"
 	"github.com/understudy-kv/understudy/config"
+	"github.com/understudy-kv/understudy/conn"
 	"github.com/understudy-kv/understudy/membership"
 	"github.com/understudy-kv/understudy/podscale"
 	"github.com/understudy-kv/understudy/promotion"
@@ -47,6 +50,12 @@ func Run(ctx context.Context, clock clockwork.Clock, a config.Admin, stdout, std
 		}
 		fmt.Fprintf(stdout, "Member %s leaves: %s\n", a.Target, v.Why)
 	}
+	// Every endpoint at once, within --dial-timeout: one that does not
+	// answer as etcd is named with its cause before anything is asked.
+	if _, err := a.Conn.Probe(ctx); err != nil {
+		config.PrintProblems(stderr, "replica "+a.Command, err)
+		return 2
+	}
 	cli, hc, err := membership.Dial(a.Conn)
 	if err != nil {
 		return fail(2, "%v", err)
@@ -54,9 +63,13 @@ func Run(ctx context.Context, clock clockwork.Clock, a config.Admin, stdout, std
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
 	defer cancel()
+	fail = func(code int, format string, v ...any) int {
+		fmt.Fprintf(stderr, "replica %s: %s\n", a.Command, explained(a, fmt.Errorf(format, v...)))
+		return code
+	}
 	sts, err := membership.Status(ctx, cli, hc, a.Rule, clock)
 	if err != nil {
-		return fail(1, "%v", err)
+		return fail(1, "%w", err)
 	}
 	switch a.Command {
 	case "status":
@@ -64,25 +77,39 @@ func Run(ctx context.Context, clock clockwork.Clock, a config.Admin, stdout, std
 	case "promote":
 		s, err := membership.Promote(ctx, cli, hc, sts, a.Target, a.Force)
 		if err != nil {
-			return fail(1, "%v", err)
+			return fail(1, "%w", err)
 		}
 		fmt.Fprintf(stdout, "Member %s promoted in cluster\n", s.ID)
 	case "leave":
 		s, err := membership.Leave(ctx, clock, cli, sts, a.Target)
 		if err != nil {
-			return fail(1, "%v", err)
+			return fail(1, "%w", err)
 		}
 		fmt.Fprintf(stdout, "Member %s removed from cluster\n", s.ID)
 	case "hold":
 		out, err := hold(ctx, cli, sts, a, clock)
 		if err != nil {
-			return fail(1, "%v", err)
+			return fail(1, "%w", err)
 		}
 		fmt.Fprintln(stdout, out)
 	default:
 		return fail(2, "unknown command (want one of %v)", config.AdminCommands)
 	}
 	return 0
+}
+
+// explained is err told as conn does (the endpoints, the cause, the
+// advice) when the cluster refused the user or its rights; else err, and
+// a refused hold, which says what a hold needs.
+func explained(a config.Admin, err error) error {
+	if errors.Is(err, membership.ErrHoldRefused) {
+		return err
+	}
+	e := a.Conn.Explain(strings.Join(a.Conn.Endpoints, ","), err)
+	if c := conn.ClassOf(e); c == conn.ErrAuthFailed || c == conn.ErrPermissionDenied {
+		return e
+	}
+	return err
 }
 
 // scaledDown asks the pod's StatefulSet whether it still counts the pod
@@ -102,12 +129,12 @@ func status(ctx context.Context, cli *clientv3.Client, sts []*membership.Member,
 	}
 	membership.WriteTable(stdout, sts)
 	if rec, err := membership.Failover(ctx, cli); err != nil {
-		fmt.Fprintf(stderr, "replica status: %v\n", err)
+		fmt.Fprintf(stderr, "replica status: %v\n", explained(a, err))
 	} else {
 		membership.WriteFailover(stdout, rec, clock.Now())
 	}
 	if hs, _, err := membership.Holds(ctx, cli); err != nil {
-		fmt.Fprintf(stderr, "replica status: %v\n", err)
+		fmt.Fprintf(stderr, "replica status: %v\n", explained(a, err))
 	} else {
 		membership.WriteHolds(stdout, hs)
 	}

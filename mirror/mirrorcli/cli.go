@@ -26,6 +26,7 @@ import (
 
 	"github.com/understudy-kv/understudy/certexpiry"
 	"github.com/understudy-kv/understudy/config"
+	"github.com/understudy-kv/understudy/conn"
 	"github.com/understudy-kv/understudy/mirror"
 )
 
@@ -46,6 +47,10 @@ const (
 // Results go to stdout, problems and a failed verify's verdict to stderr.
 func Run(ctx context.Context, clock clockwork.Clock, mode Mode, cfg config.Mirror, lg *zap.Logger, stdout, stderr io.Writer) int {
 	problems := func(err error) { config.PrintProblems(stderr, "replica", err) }
+	if err := probeSides(ctx, cfg); err != nil {
+		problems(err)
+		return 1
+	}
 	src, dst, err := mirrorClients(cfg, lg)
 	if err != nil {
 		problems(err)
@@ -72,6 +77,25 @@ func mirrorClients(cfg config.Mirror, lg *zap.Logger) (src, dst *clientv3.Client
 		return nil, nil, err
 	}
 	return src, dst, nil
+}
+
+// probeSides checks both clusters at once, each within its
+// --*-dial-timeout: an endpoint that does not answer as etcd is named with
+// its cause, one line each, before the mirror starts.
+func probeSides(ctx context.Context, cfg config.Mirror) error {
+	var (
+		wg   sync.WaitGroup
+		errs [2]error
+	)
+	for i, s := range []struct {
+		flags config.MirrorSide
+		side  string
+	}{{cfg.Source, "source"}, {cfg.Dest, "dest"}} {
+		s.flags.Names = conn.EtcdctlNames(s.side + "-")
+		wg.Go(func() { _, errs[i] = s.flags.Probe(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs[:]...)
 }
 
 // runDrain is `replica mirror drain`.

@@ -190,7 +190,7 @@ func TestReplicaJoinIsChecked(t *testing.T) {
 		extra []string
 		want  []string
 	}{
-		{"web-server", []string{"--join", web.URL}, []string{"--join " + web.URL, "no etcd member answered", "not an etcd client URL"}},
+		{"web-server", []string{"--join", web.URL}, []string{"--join " + web.URL + ": not an etcd client URL", "give the client URLs"}},
 		{"itself", []string{"--listen-client-urls", own, "--join", own}, []string{"--join " + own, "this replica's own client URL"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,17 +40,18 @@ const (
 )
 
 var (
-	Start          = loopback.Start
-	StartReplica   = loopback.StartReplica
-	NewProxy       = loopback.NewProxy
-	NewRunner      = loopback.NewRunner
-	NewCerts       = loopback.NewCerts
-	Fill           = loopback.Fill
-	FreePort       = loopback.FreePort
-	FreePortRun    = loopback.FreePortRun
-	ListenReserved = loopback.ListenReserved
-	URL            = loopback.URL
-	WaitFor        = loopback.WaitFor
+	Start               = loopback.Start
+	StartReplica        = loopback.StartReplica
+	NewProxy            = loopback.NewProxy
+	NewRunner           = loopback.NewRunner
+	NewCerts            = loopback.NewCerts
+	NewCertsAddressOnly = loopback.NewCertsAddressOnly
+	Fill                = loopback.Fill
+	FreePort            = loopback.FreePort
+	FreePortRun         = loopback.FreePortRun
+	ListenReserved      = loopback.ListenReserved
+	URL                 = loopback.URL
+	WaitFor             = loopback.WaitFor
 )
 
 // StartCluster is loopback.StartCluster with the binaries built from this
