@@ -25,18 +25,13 @@ type applier struct {
 	value func(key, value []byte) []byte
 	// applied is told every revision applied (Store.applied).
 	applied func(rev int64)
-	// last is the store's revision and what it wrote (verify checks an
-	// upstream holds it too).
+	// last is what the store holds at its revision: the keys it put last
+	// (verify checks an upstream holds them so too).
 	last fingerprint
 }
 
 func newApplier(ctx context.Context, srv *etcdserver.EtcdServer, value func(key, value []byte) []byte, applied func(int64)) (*applier, error) {
 	a := &applier{srv: srv, leases: map[int64]bool{}, value: value, applied: applied}
-	fp, err := localFingerprint(srv.KV())
-	if err != nil {
-		return nil, err
-	}
-	a.last = fp
 	ls, err := srv.LeaseLeases(ctx, &pb.LeaseLeasesRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("cascade: the local store's leases: %w", err)
@@ -50,12 +45,18 @@ func newApplier(ctx context.Context, srv *etcdserver.EtcdServer, value func(key,
 // rev is the local store's revision.
 func (a *applier) rev() int64 { return a.srv.KV().Rev() }
 
-// fingerprint is the store's revision and what it wrote.
-func (a *applier) fingerprint() fingerprint {
-	if a.last.rev != a.rev() {
-		return fingerprint{rev: a.rev()} // not seen applied: the number alone
+// fingerprint is what the store holds at its revision: the keys it put
+// last. When the revisions applied since deleted every one of them, it is
+// read again from the store.
+func (a *applier) fingerprint() (fingerprint, error) {
+	if a.last.rev == a.rev() && len(a.last.kvs) > 0 {
+		return a.last, nil
 	}
-	return a.last
+	fp, err := localFingerprint(a.srv.KV())
+	if err == nil {
+		a.last = fp
+	}
+	return fp, err
 }
 
 // applyResponse applies the events of one watch response, revision by
@@ -108,7 +109,7 @@ func (a *applier) applyRevision(ctx context.Context, rev int64, evs []*mvccpb.Ev
 	if err := a.check(rev, evs, resp); err != nil {
 		return err
 	}
-	a.last = fingerprintOf(rev, evs)
+	a.last = a.last.next(rev, evs)
 	a.applied(rev)
 	return nil
 }

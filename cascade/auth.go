@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,7 +135,7 @@ type authz struct {
 	// the source whether the token of ctx's call stands (recheck; nil: it
 	// does not).
 	cli        *clientv3.Client
-	checkToken func(ctx context.Context) error
+	checkToken func(ctx context.Context, rev uint64) error
 	clock      clockwork.Clock
 	// interval is AuthRefreshInterval: the copy is confirmed that often
 	// while calls come (demand), not at all while none do. A call checked
@@ -314,6 +315,9 @@ func (a *authz) Permit(ctx context.Context, check func(auth.AuthStore, *auth.Aut
 	if err := a.waitConfirmed(ctx); err != nil {
 		return err
 	}
+	if err := a.waitRevision(ctx, requiredRevision(ctx)); err != nil {
+		return err
+	}
 	v := a.acquire()
 	if v == nil {
 		return status.Error(codes.Unavailable, "understudy: the copy of the source's auth is closed (the replica is stopping)")
@@ -327,6 +331,51 @@ func (a *authz) Permit(ctx context.Context, check func(auth.AuthStore, *auth.Aut
 		return err
 	}
 	return check(v.as, ai)
+}
+
+// requiredRevision is the least auth revision the caller requires of the
+// copy (wire.AuthRevisionKey): 0 for none.
+func requiredRevision(ctx context.Context) uint64 {
+	vs := metadata.ValueFromIncomingContext(ctx, wire.AuthRevisionKey)
+	if len(vs) == 0 {
+		return 0
+	}
+	rev, err := strconv.ParseUint(vs[0], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return rev
+}
+
+// waitRevision returns once the copy is at auth revision rev or later,
+// asking the loop for a refresh; Unavailable if it is not within maxWait
+// or ctx.
+func (a *authz) waitRevision(ctx context.Context, rev uint64) error {
+	var t clockwork.Timer
+	for {
+		a.mu.Lock()
+		ch := a.confirmed
+		a.mu.Unlock()
+		if v := a.view.Load(); v == nil || v.rev >= rev {
+			return nil
+		}
+		select {
+		case a.kick <- struct{}{}:
+		default:
+		}
+		if t == nil {
+			t = a.clock.NewTimer(a.maxWait)
+			defer t.Stop()
+		}
+		select {
+		case <-ch:
+			continue
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-t.Chan():
+		}
+		return status.Errorf(codes.Unavailable, "understudy: the caller needs the source's auth at revision %d or later; this replica's copy is older and no upstream gave a newer one within %v", rev, a.maxWait)
+	}
 }
 
 // acquire is the copy in use, held until release (a copy replaced
@@ -397,7 +446,7 @@ func (a *authz) recheck(ctx context.Context, token string, i issued, rev uint64)
 	}
 	rctx, cancel := context.WithTimeout(ctx, a.maxWait)
 	defer cancel()
-	err := a.checkToken(rctx)
+	err := a.checkToken(rctx, rev)
 	switch {
 	case err == nil, errors.Is(rpctypes.Error(err), rpctypes.ErrPermissionDenied):
 		a.mu.Lock()
@@ -423,9 +472,12 @@ func (a *authz) recheck(ctx context.Context, token string, i issued, rev uint64)
 // with auth on needs a replica user of the root role (ErrAuth).
 func (s *Store) copyAuth(ctx context.Context) error {
 	s.auth = newAuthz(s.lg, s.clock, s.cfg.Dir, s.all, s.cfg.AuthRefreshInterval, s.m.authCopies)
-	s.auth.checkToken = func(ctx context.Context) error {
+	s.auth.checkToken = func(ctx context.Context, rev uint64) error {
 		// The forwarding client sends the caller's token, never the
-		// replica's user.
+		// replica's user; a cascaded upstream checks it with a copy of the
+		// source's auth at rev at least (not an older one, which would
+		// still take a token the change ended).
+		ctx = metadata.AppendToOutgoingContext(ctx, wire.AuthRevisionKey, strconv.FormatUint(rev, 10))
 		_, err := s.forward.Get(ctx, probeKey, clientv3.WithCountOnly())
 		return err
 	}

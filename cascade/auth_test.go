@@ -197,7 +197,7 @@ func TestAuthzRechecksTokensAfterAChange(t *testing.T) {
 		"t-old": rpctypes.ErrGRPCAuthOldRevision, "t-noanswer": status.Error(codes.Unavailable, "no upstream"),
 	}
 	asked := map[string]int{}
-	a.checkToken = func(ctx context.Context) error {
+	a.checkToken = func(ctx context.Context, _ uint64) error {
 		tok := metadata.ValueFromIncomingContext(ctx, rpctypes.TokenFieldNameGRPC)[0]
 		asked[tok]++
 		return answers[tok]

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -111,23 +111,39 @@ const stallLogEvery = 30 * time.Second
 // diverges or is fenced; between responses it asks u for progress, checks
 // the source's compaction and collects leases.
 func (s *Store) follow(ctx context.Context, a *applier, u *upstream) outcome {
+	began := s.clock.Now()
+	o := s.session(ctx, a, u)
+	if o.followed && s.clock.Since(began) < s.cfg.SilenceTimeout {
+		// Delivered, but for less than a silence: not a working upstream
+		// yet (one that keeps ending its streams would otherwise be tried
+		// again at once, for ever).
+		o.followed = false
+	}
+	return o
+}
+
+// session is follow's one session with u.
+func (s *Store) session(ctx context.Context, a *applier, u *upstream) outcome {
 	if _, err := u.client(); err != nil {
 		return outcomeOf(fmt.Errorf("%w: %v", errLost, err), false)
 	}
-	fp := a.fingerprint()
+	fp, err := a.fingerprint()
+	if err != nil {
+		return outcomeOf(err, false)
+	}
 	if err := s.verify(ctx, u, fp); err != nil {
 		return outcomeOf(err, false)
 	}
 	// Upkeep, not a client's demand: it must not keep a quiet upstream
 	// awake (wire.BackgroundKey).
-	wctx, cancel := context.WithCancel(background(clientv3.WithRequireLeader(ctx)))
-	defer cancel()
+	wctx := background(clientv3.WithRequireLeader(ctx))
 	sctx, end := context.WithCancel(context.Background())
 	defer end() // after unfollow: proofs asked of u meanwhile end
-	ch, err := s.openWatch(wctx, cancel, u, fp.rev+1)
+	w, err := openWatch(wctx, s.clock, u.cli, fp.rev+1, s.cfg.UpstreamTimeout)
 	if err != nil {
-		return outcomeOf(err, false)
+		return outcomeOf(fmt.Errorf("%w: %s: %v", errLost, u.url, err), false)
 	}
+	defer w.close()
 	progress := s.clock.NewTicker(s.cfg.ProgressInterval)
 	defer progress.Stop()
 	compaction := s.clock.NewTicker(s.cfg.CompactionInterval)
@@ -143,8 +159,11 @@ func (s *Store) follow(ctx context.Context, a *applier, u *upstream) outcome {
 			return outcome{kind: outcomeLost, followed: followed, err: ctx.Err()}
 		case <-s.fenced:
 			return outcomeOf(s.Fenced(), followed)
-		case resp, ok := <-ch:
-			if err := s.take(ctx, a, u, resp, ok); err != nil {
+		case resp, ok := <-w.resps:
+			if !ok {
+				return outcomeOf(fmt.Errorf("%w: %s's watch ended: %v", errLost, u.url, w.ended()), followed)
+			}
+			if err := s.take(ctx, a, u, resp); err != nil {
 				return outcomeOf(err, followed)
 			}
 			if !created {
@@ -170,9 +189,7 @@ func (s *Store) follow(ctx context.Context, a *applier, u *upstream) outcome {
 					followed = followed || created
 				}
 			}
-			pctx, pcancel := context.WithTimeout(wctx, s.cfg.SilenceTimeout)
-			_ = u.cli.RequestProgress(pctx) // its answer, or its absence, tells
-			pcancel()
+			_ = w.requestProgress() // its answer, or its absence, tells
 		case <-compaction.Chan():
 			if err := s.followCompaction(ctx, u, a.rev()); err != nil {
 				s.lg.Warn("following the source's compaction", zap.String("upstream", u.url), zap.Error(err))
@@ -202,37 +219,13 @@ func outcomeOf(err error, followed bool) outcome {
 	return o
 }
 
-// openWatch opens u's watch of every key from revision from, within the
-// upstream timeout: clientv3's Watch waits for a connection as long as its
-// context lives (a dead upstream would hold the loop for good), so it is
-// called aside and its context (wctx, cancelled by cancel) ended if it does
-// not return in time.
-func (s *Store) openWatch(wctx context.Context, cancel context.CancelFunc, u *upstream, from int64) (clientv3.WatchChan, error) {
-	opened := make(chan clientv3.WatchChan, 1)
-	go func() {
-		opened <- u.cli.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(from), clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
-	}()
-	t := s.clock.NewTimer(s.cfg.UpstreamTimeout)
-	defer t.Stop()
-	select {
-	case ch := <-opened:
-		return ch, nil
-	case <-t.Chan():
-		cancel()
-		<-opened // Watch returns once its context ends
-		return nil, fmt.Errorf("%w: %s: its watch did not open within %v", errLost, u.url, s.cfg.UpstreamTimeout)
-	}
-}
-
 // take handles one watch response from u.
-func (s *Store) take(ctx context.Context, a *applier, u *upstream, resp clientv3.WatchResponse, ok bool) error {
+func (s *Store) take(ctx context.Context, a *applier, u *upstream, resp *pb.WatchResponse) error {
 	switch {
-	case !ok:
-		return fmt.Errorf("%w: %s's watch closed", errLost, u.url)
 	case resp.CompactRevision != 0:
 		return fmt.Errorf("%w: %s compacted to %d, the replica needs %d", errCompactedHere, u.url, resp.CompactRevision, a.rev()+1)
-	case resp.Err() != nil:
-		return fmt.Errorf("%w: %s: %v", errLost, u.url, resp.Err())
+	case resp.Canceled:
+		return fmt.Errorf("%w: %s cancelled its watch: %s", errLost, u.url, resp.CancelReason)
 	}
 	if err := s.checkHeader(u.url, "its watch", resp.Header, 0, false); err != nil {
 		return err
@@ -246,12 +239,8 @@ func (s *Store) take(ctx context.Context, a *applier, u *upstream, resp clientv3
 	if len(resp.Events) == 0 {
 		return nil
 	}
-	evs := make([]*mvccpb.Event, len(resp.Events))
-	for i, ev := range resp.Events {
-		evs[i] = (*mvccpb.Event)(ev)
-	}
 	start := s.clock.Now()
-	if err := a.applyResponse(ctx, evs); err != nil {
+	if err := a.applyResponse(ctx, resp.Events); err != nil {
 		return err
 	}
 	s.m.applySeconds.Observe(s.clock.Since(start).Seconds())
@@ -266,8 +255,8 @@ func (s *Store) take(ctx context.Context, a *applier, u *upstream, resp clientv3
 // lost one. It reports quiet if the upstream answers at rev (the watch had
 // nothing to send: it is heard), and returns errLost if it answers past
 // rev once heard is SilenceTimeout ago (its watch is not delivering what
-// it has), below rev (it went back: the next session checks its history),
-// or if it does not answer by then.
+// it has), or if it does not answer by then; below rev, a linearizable
+// read decides (below again: another history).
 func (s *Store) silent(ctx context.Context, u *upstream, rev int64, heard time.Time) (quiet bool, err error) {
 	deadline := heard.Add(s.cfg.SilenceTimeout)
 	rctx, cancel := context.WithTimeout(ctx, max(deadline.Sub(s.clock.Now()), 0))
@@ -279,7 +268,18 @@ func (s *Store) silent(ctx context.Context, u *upstream, rev int64, heard time.T
 	case s.checkHeader(u.url, "a read of its revision", resp.Header, rev, false) != nil:
 		return false, s.Fenced()
 	case resp.Header.Revision < rev:
-		return false, fmt.Errorf("%w: %s answers at revision %d, behind the store's %d", errLost, u.url, resp.Header.Revision, rev)
+		// Behind the store (a grpc-proxy upstream answers a serializable
+		// read from its cache): a linearizable read tells a lagging one
+		// from another history.
+		lin, err := u.cli.Get(rctx, probeKey, clientv3.WithCountOnly())
+		if err != nil {
+			return false, fmt.Errorf("%w: %s answers at revision %d, behind the store's %d, and gave no linearizable revision: %v", errLost, u.url, resp.Header.Revision, rev, err)
+		}
+		if err := s.checkHeader(u.url, "a linearizable read of a silent upstream", lin.Header, rev, true); err != nil {
+			return false, err
+		}
+		s.heard(u, lin.Header.Revision)
+		return lin.Header.Revision == rev, nil
 	case resp.Header.Revision == rev:
 		s.heard(u, resp.Header.Revision)
 		return true, nil

@@ -1,9 +1,11 @@
 package cascade
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -58,44 +60,80 @@ func (e *historyError) Error() string {
 
 func (e *historyError) Unwrap() error { return ErrOtherHistory }
 
-// maxFingerprint bounds the keys of a revision checked at an upstream.
+// maxFingerprint bounds the keys checked at an upstream.
 const maxFingerprint = 8
 
-// fingerprint is what the store holds at revision rev: the keys rev wrote
-// (puts: their versions; deletes: absent), at most maxFingerprint of them.
+// fingerprint is what the store holds at revision rev: the keys it put
+// last (newest first, at most maxFingerprint, each as it is at rev). Puts,
+// not deletes: a key absent at rev is what another history most likely
+// holds too (a key created after its backup). An upstream of the same
+// history holds each exactly (value, create and mod revision, version,
+// lease) at rev.
 type fingerprint struct {
 	rev int64
-	evs []*mvccpb.Event
+	kvs []*mvccpb.KeyValue
 }
 
-// of is the fingerprint of the events of revision rev.
-func fingerprintOf(rev int64, evs []*mvccpb.Event) fingerprint {
-	return fingerprint{rev: rev, evs: evs[:min(len(evs), maxFingerprint)]}
+// next is the fingerprint after a revision's events: its puts first, the
+// keys it deleted out.
+func (fp fingerprint) next(rev int64, evs []*mvccpb.Event) fingerprint {
+	out := fingerprint{rev: rev}
+	seen := map[string]bool{}
+	for i := len(evs) - 1; i >= 0 && len(out.kvs) < maxFingerprint; i-- {
+		k := string(evs[i].Kv.Key)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if evs[i].Type == mvccpb.PUT {
+			out.kvs = append(out.kvs, evs[i].Kv)
+		}
+	}
+	for _, kv := range fp.kvs {
+		if len(out.kvs) == maxFingerprint {
+			break
+		}
+		if !seen[string(kv.Key)] {
+			seen[string(kv.Key)] = true
+			out.kvs = append(out.kvs, kv)
+		}
+	}
+	return out
 }
 
-// localFingerprint reads, in the local store, the keys put at its revision
-// (a freshly restored store: the Applier has not seen that revision's
-// events). Deletes at that revision are not found this way: a revision
-// that only deleted has an empty fingerprint, and is checked by its number
-// alone.
+// localFingerprint reads, in the local store at its revision, the keys put
+// last (a restored store: the Applier has seen none of its revisions): the
+// keys and their mod revisions from the index (no value read), then the
+// newest maxFingerprint of them whole.
 func localFingerprint(kv mvcc.KV) (fingerprint, error) {
 	rev := kv.Rev()
 	fp := fingerprint{rev: rev}
-	key, end := []byte{0}, []byte{0}
-	for len(fp.evs) < maxFingerprint {
-		r, err := kv.Range(context.Background(), key, end, mvcc.RangeOptions{Rev: rev, Limit: 1000})
+	const page = 10000
+	// From the first key to the end: mvcc's "from key" range end is empty
+	// (etcd's gRPC "\x00" becomes it), not "\x00".
+	key, end := []byte{0}, []byte{}
+	var newest []*mvccpb.KeyValue // the newest by mod revision, at most maxFingerprint
+	for {
+		r, err := kv.Range(context.Background(), key, end, mvcc.RangeOptions{Rev: rev, Limit: page, FastKeysOnly: true})
 		if err != nil {
-			return fp, fmt.Errorf("cascade: reading the store at its revision %d: %w", rev, err)
+			return fp, fmt.Errorf("cascade: reading the store's keys at its revision %d: %w", rev, err)
 		}
-		for i := range r.KVs {
-			if kv := r.KVs[i]; kv.ModRevision == rev && len(fp.evs) < maxFingerprint {
-				fp.evs = append(fp.evs, &mvccpb.Event{Type: mvccpb.PUT, Kv: kv})
-			}
+		for _, k := range r.KVs {
+			newest = append(newest, k)
+			slices.SortFunc(newest, func(a, b *mvccpb.KeyValue) int { return cmp.Compare(b.ModRevision, a.ModRevision) })
+			newest = newest[:min(len(newest), maxFingerprint)]
 		}
-		if len(r.KVs) < 1000 {
+		if len(r.KVs) < page {
 			break
 		}
 		key = append(append([]byte{}, r.KVs[len(r.KVs)-1].Key...), 0)
+	}
+	for _, k := range newest {
+		r, err := kv.Range(context.Background(), k.Key, nil, mvcc.RangeOptions{Rev: rev})
+		if err != nil || len(r.KVs) != 1 {
+			return fp, fmt.Errorf("cascade: reading %q at the store's revision %d: %d keys, %v", k.Key, rev, len(r.KVs), err)
+		}
+		fp.kvs = append(fp.kvs, r.KVs[0])
 	}
 	return fp, nil
 }
@@ -111,7 +149,7 @@ func (s *Store) checkHeader(u string, how string, h *pb.ResponseHeader, atAsk in
 	case h.ClusterId != 0 && h.ClusterId != s.cluster:
 		detail = "another cluster ID"
 	case proof && h.Revision < atAsk:
-		detail = "a linearizable revision below the store's, which that history committed before it was asked"
+		detail = "a linearizable revision below the store's: the store's every revision was committed before the read was asked, so one history answers at or past it"
 	default:
 		return nil
 	}
@@ -145,8 +183,9 @@ func (s *Store) verify(ctx context.Context, u *upstream, fp fingerprint) error {
 			return err
 		}
 	}
-	if len(fp.evs) == 0 {
-		// Nothing to compare: whether it still reads at n, at least.
+	if len(fp.kvs) == 0 {
+		// Nothing to compare (an empty store): whether it still reads at
+		// n, at least.
 		_, err := u.cli.Get(ctx, probeKey, clientv3.WithRev(n), clientv3.WithSerializable(), clientv3.WithCountOnly())
 		switch {
 		case errors.Is(err, rpctypes.ErrCompacted):
@@ -155,15 +194,15 @@ func (s *Store) verify(ctx context.Context, u *upstream, fp fingerprint) error {
 			return fmt.Errorf("%w: %s: reading at revision %d: %v", errLost, u.url, n, err)
 		}
 	}
-	for _, ev := range fp.evs {
-		r, err := u.cli.Get(ctx, string(ev.Kv.Key), clientv3.WithRev(n), clientv3.WithSerializable())
+	for _, here := range fp.kvs {
+		r, err := u.cli.Get(ctx, string(here.Key), clientv3.WithRev(n), clientv3.WithSerializable())
 		switch {
 		case errors.Is(err, rpctypes.ErrCompacted):
 			return fmt.Errorf("%w: %s compacted past the store's revision %d", errCompactedHere, u.url, n)
 		case errors.Is(err, rpctypes.ErrFutureRev):
 			return fmt.Errorf("%w: %s has not applied revision %d yet", errLost, u.url, n)
 		case err != nil:
-			return fmt.Errorf("%w: %s: reading %q at revision %d: %v", errLost, u.url, ev.Kv.Key, n, err)
+			return fmt.Errorf("%w: %s: reading %q at revision %d: %v", errLost, u.url, here.Key, n, err)
 		}
 		if err := s.checkHeader(u.url, "a read at the store's revision", r.Header, n, false); err != nil {
 			return err
@@ -172,14 +211,9 @@ func (s *Store) verify(ctx context.Context, u *upstream, fp fingerprint) error {
 		if len(r.Kvs) > 0 {
 			there = []*mvccpb.KeyValue{(*mvccpb.KeyValue)(r.Kvs[0])}
 		}
-		here := []*mvccpb.KeyValue{ev.Kv}
-		if ev.Type == mvccpb.DELETE {
-			here = nil
-		}
-		same := len(there) == len(here) && (len(here) == 0 || sameKV(there[0], here[0]))
-		if !same {
+		if len(there) != 1 || !sameKV(there[0], here) {
 			return s.fence(&historyError{upstream: u.url, how: "a read at the store's revision", upCluster: r.Header.ClusterId, upRev: r.Header.Revision,
-				cluster: s.cluster, rev: n, detail: fmt.Sprintf("%q at revision %d is %s there, %s here", ev.Kv.Key, n, describe(there), describe(here))})
+				cluster: s.cluster, rev: n, detail: fmt.Sprintf("%q at revision %d is %s there, %s here", here.Key, n, describe(there), describe([]*mvccpb.KeyValue{here}))})
 		}
 	}
 	return nil

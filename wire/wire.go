@@ -42,6 +42,13 @@ const (
 	// themselves quiet would otherwise keep from ever going quiet.
 	BackgroundKey = "understudy-background"
 
+	// AuthRevisionKey, in request metadata, is the least auth revision of
+	// the source (decimal) a cascaded replica's copy of its users and roles
+	// must have to check the request: a cascaded replica below, asking
+	// whether a token still stands after an auth change, sends the
+	// revision it saw, so that the copy it asks is not older than its own.
+	AuthRevisionKey = "understudy-auth-revision"
+
 	// UpstreamChainKey is the response header key under which a replica
 	// names itself and what it copies from, in answer to a request carrying
 	// ProbeKey: comma-separated instance names, its own first, then its
