@@ -58,8 +58,8 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.Int64Var(&cfg.QuotaBackendBytes, "quota-backend-bytes", cfg.QuotaBackendBytes, "Backend quota in bytes, as etcd's. A member over its quota stops writes cluster-wide (NOSPACE), so 0 takes the largest quota any voter reports and a smaller value is refused.")
 	fs.DurationVar(&cfg.QuotaCheckInterval, "quota-check-interval", cfg.QuotaCheckInterval, "How often the voters' backend quotas are asked again; a learner whose quota every voter's has passed stops (docs/operations.md).")
 	fs.UintVar(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "Maximum client request size in bytes the replica accepts, as etcd's.")
-	fs.StringVar(&cfg.AutoCompactionMode, "auto-compaction-mode", cfg.AutoCompactionMode, "etcd's flag: periodic or revision. Used only while promoted and leading: give a standby the voters' settings.")
-	fs.StringVar(&cfg.AutoCompactionRetention, "auto-compaction-retention", cfg.AutoCompactionRetention, "etcd's flag: 0 is off. Used only while promoted and leading: give a standby the voters' settings.")
+	fs.StringVar(&cfg.AutoCompactionMode, "auto-compaction-mode", cfg.AutoCompactionMode, "etcd's flag: periodic or revision. Used only once promoted and leading; without --auto-compaction-retention, the replica learns the voters' policy from the compactions it applies (docs/roles.md).")
+	fs.StringVar(&cfg.AutoCompactionRetention, "auto-compaction-retention", cfg.AutoCompactionRetention, "etcd's flag. Used only once promoted and leading; 0: the replica learns the voters' policy from the compactions it applies, and runs it as leader (docs/roles.md).")
 	fs.IntVar(&cfg.MaxLearners, "max-learners", cfg.MaxLearners, "etcd's flag, checked on every member addition applied: give a replica that may be promoted the voters' value. 0 accepts what they accept.")
 	fs.UintVar(&cfg.MaxTxnOps, "max-txn-ops", cfg.MaxTxnOps, "Maximum number of operations in a transaction, as etcd's.")
 	fs.Func("max-concurrent-streams", fmt.Sprintf("Maximum concurrent streams each client can open at a time, as etcd's (default %d).", cfg.MaxConcurrentStreams), func(v string) error {
