@@ -79,8 +79,16 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-// NewInstance is a name for a replica in chains of upstreams.
-func NewInstance() string {
+// NewInstance is this replica's ID in chains of upstreams
+// (wire.UpstreamChainKey): its first advertised client URL, which is
+// unique per replica and the same after a restart, so that a replica
+// restarted with an upstream that copies from it finds itself in that
+// upstream's chain. Without one (never, once config.Replica validated),
+// a random name.
+func NewInstance(advertiseClientURLs []string) string {
+	if len(advertiseClientURLs) > 0 && advertiseClientURLs[0] != "" {
+		return advertiseClientURLs[0]
+	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return "c" + hex.EncodeToString(b[:])

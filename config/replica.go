@@ -109,8 +109,10 @@ type Replica struct {
 	QuotaCheckInterval time.Duration
 	// AutoCompactionMode and AutoCompactionRetention are etcd's flags of the
 	// same names. etcd compacts only on the leader, so they matter once a
-	// standby or voter-role replica is promoted and leads: give it the
-	// voters' values, or the cluster's compaction stops while it leads.
+	// replica is promoted and leads. A retention of 0 (the default) has the
+	// replica learn the voters' policy from the compactions it applies and
+	// run it while it leads (package autocompact), so that the cluster's
+	// compaction never stops with a promoted replica; given, etcd runs them.
 	AutoCompactionMode, AutoCompactionRetention string
 	// MaxLearners is etcd's --max-learners for the embedded member, which
 	// checks every member addition it applies: give a replica that may be

@@ -11,8 +11,10 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
 
@@ -64,7 +66,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	defer cleanup()
 	voters := cfg.voters()
-	members, err := startVoters(ctx, cfg, voters)
+	ic := initialCluster(voters)
+	members, err := startVoters(ctx, cfg, voters, ic)
 	defer func() {
 		for _, m := range members {
 			m.Close()
@@ -103,6 +106,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	case <-ctx.Done():
 		return nil
 	}
+	if members, err = leadFromNewestNode(ctx, cfg, voters, ic, members); err != nil {
+		if errors.Is(err, errNotStarted) {
+			return err
+		}
+		fmt.Fprintf(cfg.Out, "(replica status will not show the leader's raft progress: %v)\n", err)
+	}
 	printWelcome(cfg, eps, rcfg.AdvertiseClientURLs[0])
 	return watchVoters(ctx, cfg, members, errs)
 }
@@ -130,13 +139,74 @@ func (cfg Config) withDefaults() (_ Config, cleanup func(), err error) {
 	return cfg, cleanup, nil
 }
 
-// startVoters starts every voter at once (each waits for a quorum) and
-// returns those that started, with an error if any did not.
-func startVoters(ctx context.Context, cfg Config, voters []voterSpec) ([]*embed.Etcd, error) {
+// initialCluster is etcd's --initial-cluster of voters.
+func initialCluster(voters []voterSpec) string {
 	var ic []string
 	for _, v := range voters {
 		ic = append(ic, v.name+"="+v.peer)
 	}
+	return strings.Join(ic, ",")
+}
+
+// errNotStarted: a voter started again did not start.
+var errNotStarted = errors.New("devcluster: a voter did not start again")
+
+// leadFromNewestNode makes the leader the voter whose raft node started
+// last in this process: etcd's raft.status expvar, which `replica status`
+// reads the leader's raft progress from (/debug/vars), is one per process
+// and describes that node, which is the replica's once it has joined
+// (etcd adds no member, not even a learner, before a quorum of the voters
+// after the addition is connected: all three). So a follower is started
+// again (the other two are a quorum meanwhile), and given the leadership.
+// It returns the members with that follower's new start in place of the
+// old one (or without it, and errNotStarted, if it did not start).
+func leadFromNewestNode(ctx context.Context, cfg Config, voters []voterSpec, ic string, members []*embed.Etcd) ([]*embed.Etcd, error) {
+	i := slices.IndexFunc(members, func(m *embed.Etcd) bool { return m.Server.Lead() != uint64(m.Server.MemberID()) })
+	if i < 0 {
+		return members, fmt.Errorf("devcluster: no follower to start again")
+	}
+	name := members[i].Config().Name
+	v := slices.IndexFunc(voters, func(v voterSpec) bool { return v.name == name })
+	members[i].Close()
+	again, err := startVoters(ctx, cfg, voters[v:v+1], ic)
+	if err != nil {
+		return slices.Delete(members, i, i+1), fmt.Errorf("%w: %w", errNotStarted, err)
+	}
+	members[i] = again[0]
+	return members, moveLeader(ctx, members, members[i])
+}
+
+// moveLeader hands the leadership to to, within a few seconds.
+func moveLeader(ctx context.Context, members []*embed.Etcd, to *embed.Etcd) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	target := uint64(to.Server.MemberID())
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, m := range members {
+			switch lead := m.Server.Lead(); {
+			case lead == target:
+				return nil
+			case lead == uint64(m.Server.MemberID()):
+				if err := m.Server.MoveLeader(ctx, lead, target); err != nil {
+					return fmt.Errorf("devcluster: moving the leadership to %s: %w", to.Config().Name, err)
+				}
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("devcluster: moving the leadership to %s: no voter leads: %w", to.Config().Name, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// startVoters starts voters at once (each waits for a quorum of the
+// initial cluster ic) and returns those that started, with an error if any
+// did not.
+func startVoters(ctx context.Context, cfg Config, voters []voterSpec, ic string) ([]*embed.Etcd, error) {
 	type started struct {
 		e   *embed.Etcd
 		err error
@@ -145,7 +215,7 @@ func startVoters(ctx context.Context, cfg Config, voters []voterSpec) ([]*embed.
 	launched := 0
 	var problems []error
 	for _, v := range voters {
-		pc, err := voterConfig(cfg.Dir, v, strings.Join(ic, ","))
+		pc, err := voterConfig(cfg.Dir, v, ic)
 		if err != nil {
 			problems = append(problems, err)
 			break

@@ -2,16 +2,13 @@ package membership
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jonboulle/clockwork"
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/tw"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
@@ -21,15 +18,23 @@ import (
 	"github.com/understudy-kv/understudy/wire"
 )
 
-// Member is one member as `replica status` reports it.
+// Member is one member as `replica status` reports it, or a cascaded
+// replica (no member: --cascaded).
 type Member struct {
-	Name      string `json:"name"`
+	// Name is the member's name; a cascaded replica's --name, as it
+	// tells it (wire.NameKey).
+	Name string `json:"name"`
+	// ID is the member ID (hex); a cascaded replica's is its first
+	// advertised client URL, the ID it goes by in chains of upstreams
+	// (wire.UpstreamChainKey): unique per replica, the same after a
+	// restart.
 	ID        string `json:"id"`
 	ClientURL string `json:"client_url"`
 	IsLearner bool   `json:"is_learner"`
 	IsLeader  bool   `json:"is_leader"`
 	Replica   bool   `json:"understudy_replica"`
 	Reachable bool   `json:"reachable"`
+	// Error is why the member could not be asked (its client URL).
 	Error     string `json:"error,omitempty"`
 	Leader    string `json:"leader,omitempty"`
 	RaftTerm  uint64 `json:"raft_term"`
@@ -41,14 +46,22 @@ type Member struct {
 	// (StateReplicate, StateProbe, StateSnapshot), when the leader's
 	// /debug/vars could be read: what a standby judges a voter by.
 	LeaderProgress string `json:"leader_progress,omitempty"`
-	Promotable     *bool  `json:"promotable,omitempty"`
-	Why            string `json:"promotion,omitempty"`
+	// ProgressError, on the leader's row, is why the leader's raft
+	// progress could not be read (LeaderProgress is then empty on every
+	// row).
+	ProgressError string `json:"leader_progress_error,omitempty"`
+	Promotable    *bool  `json:"promotable,omitempty"`
+	Why           string `json:"promotion,omitempty"`
 	// RoleState is what a standby's or voter-role replica's role loop is
 	// doing, and why ("waiting: hold 3.1s of 5s", "blocked: ...").
 	RoleState string `json:"role_state,omitempty"`
+	// Compaction is the auto-compaction a learner replica would run once
+	// promoted and leading, and where it comes from (wire.CompactionKey).
+	Compaction string `json:"compaction,omitempty"`
 	// Cascaded marks a cascaded replica (no member: --cascaded), with
-	// its chain of upstreams (itself first), the source revision it holds
-	// and how many it is behind the leader's.
+	// its chain of upstreams (comma-separated IDs, its own first, as it
+	// tells it), the source revision it holds and how many it is behind
+	// the leader's.
 	Cascaded     bool   `json:"cascaded,omitempty"`
 	Upstreams    string `json:"upstream_chain,omitempty"`
 	Revision     int64  `json:"revision,omitempty"`
@@ -73,15 +86,13 @@ func Cascaded(ctx context.Context, cli *clientv3.Client, urls []string, leader *
 	}
 	var out []*Member
 	for _, u := range urls {
-		s := &Member{Name: "(cascaded)", ClientURL: u, Cascaded: true, IsLearner: true}
+		s := &Member{ClientURL: u, Cascaded: true, IsLearner: true}
 		out = append(out, s)
 		if err := memberStatus(ctx, cli, s, clock.Now()); err != nil {
-			s.Error = err.Error()
+			s.Error = fmt.Sprintf("--cascaded %s: %v", u, err)
 			continue
 		}
-		if chain := strings.Split(s.Upstreams, ","); len(chain) > 0 {
-			s.ID = chain[0]
-		}
+		s.ID = s.Chain()[0]
 		if leader != nil && leader.Revision > s.Revision {
 			s.LagRevisions = leader.Revision - s.Revision
 		}
@@ -101,6 +112,9 @@ func Leader(sts []*Member) *Member {
 
 // MemberID is the member's ID.
 func (s *Member) MemberID() uint64 { return s.id }
+
+// Chain is a cascaded replica's chain of upstreams, its own ID first.
+func (s *Member) Chain() []string { return strings.Split(s.Upstreams, ",") }
 
 // Status asks every member for its Status through cli; replicas also tell
 // their freshness, which is when they last heard from the leader. hc reads
@@ -136,11 +150,7 @@ func Status(ctx context.Context, cli *clientv3.Client, hc *http.Client, rule pro
 	}
 	var progress map[uint64]Progress
 	if leader != nil && hc != nil {
-		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		if st, err := LeaderRaftStatus(lctx, hc, leader.ClientURL); err == nil {
-			progress = st.Progress
-		}
-		cancel()
+		progress, leader.ProgressError = leaderProgress(ctx, hc, leader)
 	}
 	for _, s := range out {
 		if p, ok := progress[s.id]; ok {
@@ -172,6 +182,26 @@ func Status(ctx context.Context, cli *clientv3.Client, hc *http.Client, rule pro
 	return out, nil
 }
 
+// leaderProgress reads the leader's raft progress from its /debug/vars,
+// and says why not when it cannot. etcd keeps one raft.status per process
+// (the raft node started last there), so where several members share a
+// process (`primary --dev`) it may describe another member.
+func leaderProgress(ctx context.Context, hc *http.Client, leader *Member) (map[uint64]Progress, string) {
+	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	const shared = "the leadership moved meanwhile, or several members share one process (etcd keeps one raft.status per process: the raft node started there last)"
+	st, err := LeaderRaftStatus(lctx, hc, leader.ClientURL)
+	switch {
+	case errors.Is(err, ErrNotLeader):
+		return nil, fmt.Sprintf("%v, though member %x leads: %s", err, leader.id, shared)
+	case err != nil:
+		return nil, err.Error()
+	case st.ID != leader.id:
+		return nil, fmt.Sprintf("%s/debug/vars describes member %x, not the leader %x: %s", leader.ClientURL, st.ID, leader.id, shared)
+	}
+	return st.Progress, ""
+}
+
 // memberStatus asks one member, and only it, for its Status.
 func memberStatus(ctx context.Context, cli *clientv3.Client, s *Member, now time.Time) error {
 	conn, err := cli.Dial(s.ClientURL)
@@ -189,8 +219,16 @@ func memberStatus(ctx context.Context, cli *clientv3.Client, s *Member, now time
 	s.Reachable, s.RaftTerm, s.RaftIndex, s.Applied = true, st.RaftTerm, st.RaftIndex, st.RaftAppliedIndex
 	s.Revision = st.Header.Revision
 	s.Version, s.StorageVersion, s.Quota = st.Version, st.StorageVersion, st.DbSizeQuota
-	if v := hdr.Get(wire.UpstreamChainKey); len(v) > 0 && s.Cascaded {
-		s.Upstreams = v[0]
+	if s.Cascaded {
+		if v := hdr.Get(wire.UpstreamChainKey); len(v) > 0 {
+			s.Upstreams = v[0]
+		}
+		if v := hdr.Get(wire.NameKey); len(v) > 0 {
+			s.Name = v[0]
+		}
+	}
+	if v := hdr.Get(wire.CompactionKey); len(v) > 0 {
+		s.Compaction = v[0]
 	}
 	s.Leader = fmt.Sprintf("%x", st.Leader)
 	if v := hdr.Get(wire.FreshnessAgeKey); len(v) > 0 {
@@ -211,40 +249,6 @@ func memberStatus(ctx context.Context, cli *clientv3.Client, s *Member, now time
 	}
 	s.IsLeader = !s.Cascaded && st.Leader == s.id
 	return nil
-}
-
-// WriteTable prints the members as a table.
-func WriteTable(w io.Writer, sts []*Member) {
-	table := tablewriter.NewTable(w, tablewriter.WithConfig(tablewriter.NewConfigBuilder().WithRowAlignment(tw.AlignRight).Build()))
-	table.Header("NAME", "ID", "ROLE", "LEADER", "APPLIED", "COMMIT", "LAG", "FRESHNESS", "LEADER PROGRESS", "PROMOTABLE", "ROLE STATE", "SETTINGS")
-	for _, s := range sts {
-		role := "voter"
-		if s.IsLearner {
-			role = "learner"
-		}
-		if s.IsLeader {
-			role = "voter (leader)"
-		}
-		promotable := ""
-		if s.Promotable != nil {
-			promotable = strconv.FormatBool(*s.Promotable)
-		}
-		if s.Cascaded {
-			role = "cascaded"
-		}
-		if !s.Reachable {
-			table.Append(s.Name, s.ID, role, "", "", "", "", "", s.LeaderProgress, "unreachable: "+s.Error, "", "")
-			continue
-		}
-		if s.Cascaded {
-			table.Append(s.Name, s.ID, role, s.Leader, "rev "+strconv.FormatInt(s.Revision, 10), "",
-				strconv.FormatInt(s.LagRevisions, 10)+" revs", s.Freshness, "from "+s.Upstreams, "", "", "")
-			continue
-		}
-		table.Append(s.Name, s.ID, role, s.Leader, strconv.FormatUint(s.Applied, 10), strconv.FormatUint(s.RaftIndex, 10),
-			strconv.FormatUint(s.Lag, 10), s.Freshness, s.LeaderProgress, promotable, s.RoleState, s.settingsCell())
-	}
-	table.Render()
 }
 
 // Find picks a member by name or hex ID.

@@ -40,7 +40,7 @@ const streamWorkers = 128
 // in-process client of the member, as embed serves them on a voter.
 func (f *Front) newGRPC(cfg Config, lw *leaderWatch) {
 	s, m := cfg.Server, f.m
-	probe := probeAnswer{zone: cfg.Zone, roleState: cfg.RoleState, freshness: f.fresh.Age,
+	probe := probeAnswer{name: s.Cfg.Name, zone: cfg.Zone, roleState: cfg.RoleState, compaction: cfg.Compaction, freshness: f.fresh.Age,
 		contact: func() (time.Duration, bool) {
 			leader, at := f.contact.Last()
 			return cfg.Clock.Since(at), leader != 0 && !at.IsZero()

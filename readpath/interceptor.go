@@ -18,8 +18,13 @@ const kvService = "etcdserverpb.KV"
 // probeAnswer is what a replica tells a balancer's or `replica status`'s
 // probe (a request carrying wire.ProbeKey), in response headers.
 type probeAnswer struct {
+	// name is the replica's --name (wire.NameKey).
+	name      string
 	zone      string
 	roleState func() string
+	// compaction tells the auto-compaction the replica would run as
+	// leader (wire.CompactionKey); nil for a cascaded replica.
+	compaction func() string
 	// freshness is the freshness age; contact, the time since the leader
 	// was last heard from (false if never).
 	freshness func() time.Duration
@@ -36,8 +41,16 @@ func (p probeAnswer) header() metadata.MD {
 	if d, ok := p.contact(); ok {
 		md.Set(wire.LeaderContactAgeKey, d.String())
 	}
+	if p.name != "" {
+		md.Set(wire.NameKey, p.name)
+	}
 	if p.zone != "" {
 		md.Set(wire.ZoneKey, p.zone)
+	}
+	if p.compaction != nil {
+		if c := p.compaction(); c != "" {
+			md.Set(wire.CompactionKey, c)
+		}
 	}
 	if p.chain != nil {
 		md.Set(wire.UpstreamChainKey, strings.Join(p.chain(), ","))

@@ -90,6 +90,9 @@ type Config struct {
 	// RoleState, if set, tells the role loop's state ("waiting: hold 3.1s
 	// of 5s"), sent with the freshness in answer to probes (wire.RoleStateKey).
 	RoleState func() string
+	// Compaction, if set, tells the auto-compaction the replica would run
+	// as leader, sent in answer to probes (wire.CompactionKey).
+	Compaction func() string
 	// Ready says when /readyz admits the replica.
 	Ready ReadyConfig
 	// KeepAlive is the gRPC server keepalive policy (etcd's

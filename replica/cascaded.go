@@ -32,7 +32,7 @@ func runCascaded(ctx context.Context, cfg config.Replica, opts Options) error {
 	lg := opts.Logger
 	reg := reregisterer{opts.Registerer}
 	metrics := cascade.NewMetrics(opts.Registerer)
-	instance := cascade.NewInstance()
+	instance := cascade.NewInstance(cfg.AdvertiseClientURLs)
 	var readyOnce sync.Once
 	markReady := func() {
 		if opts.Ready != nil {

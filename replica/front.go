@@ -51,9 +51,9 @@ func (ls *listenerSet) closeUnserved() {
 }
 
 // newFront builds the replica's etcd-compatible front on its member.
-func newFront(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cli *clientv3.Client, frontTLS *tls.Config, roleState *roleStatus, opts Options) (*readpath.Front, error) {
+func newFront(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cli *clientv3.Client, frontTLS *tls.Config, roleState *roleStatus, compaction *compaction, opts Options) (*readpath.Front, error) {
 	rc := frontConfig(lg, cfg, srv, frontTLS, opts)
-	rc.RoleState = roleState.String
+	rc.RoleState, rc.Compaction = roleState.String, compaction.String
 	if err := viaClient(cfg, cli, &rc); err != nil {
 		return nil, err
 	}

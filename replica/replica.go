@@ -122,7 +122,11 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) (err error) {
 	member := &memberHandle{Etcd: m}
 	defer member.close()
 	roleState := newRoleStatus(lg.Named("role"), opts.Registerer)
-	front, err := newFront(lg, cfg, m.Server, cli, ls.tls, roleState, opts)
+	compaction, err := newCompaction(lg.Named("compaction"), cfg, m.Server, opts.Clock, opts.Registerer)
+	if err != nil {
+		return err
+	}
+	front, err := newFront(lg, cfg, m.Server, cli, ls.tls, roleState, compaction, opts)
 	if err != nil {
 		return err
 	}
@@ -142,7 +146,7 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) (err error) {
 		return err
 	}
 	learners := newLearnerWatch(lg.Named("learners"), m.Server, httpClient(peerTLS), opts.Clock, opts.Registerer)
-	err = serve(ctx, lg, cfg, m, front, ls, quota, r, learners, opts.Ready)
+	err = serve(ctx, lg, cfg, m, front, ls, quota, r, learners, compaction, opts.Ready)
 	return leaveOnExit(ctx, lg, cfg, cli, member, err)
 }
 

@@ -36,11 +36,12 @@ func (m *memberHandle) close() {
 }
 
 // serve runs, until ctx ends or one of them fails: the front on every
-// listener, the watch on the member, the quota guard, the learner watch and,
-// for a standby or voter role, the role loop (r, nil for a reader). Every
-// goroutine is the errgroup's.
+// listener, the watch on the member, the quota guard, the learner watch,
+// the auto-compaction (learning it, and compacting while this member
+// leads) and, for a standby or voter role, the role loop (r, nil for a
+// reader). Every goroutine is the errgroup's.
 func serve(ctx context.Context, lg *zap.Logger, cfg config.Replica, m *embed.Etcd, front *readpath.Front, ls *listenerSet,
-	quota *quotaGuard, r *roles, learners *learnerWatch, ready chan<- struct{}) error {
+	quota *quotaGuard, r *roles, learners *learnerWatch, compaction *compaction, ready chan<- struct{}) error {
 	ls.served = true
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return front.Run(gctx) })
@@ -68,6 +69,7 @@ func serve(ctx context.Context, lg *zap.Logger, cfg config.Replica, m *embed.Etc
 	})
 	g.Go(func() error { return quota.run(gctx) })
 	g.Go(func() error { learners.run(gctx); return nil })
+	g.Go(func() error { compaction.run(gctx); return nil })
 	if r != nil {
 		lg.Info("promotion policy", zap.String("role", string(cfg.Promotion.Role)), zap.Uint64("promote-max-lag", cfg.Promotion.MaxLag),
 			zap.Duration("promote-hold", cfg.Promotion.Hold), zap.Duration("failover-after", cfg.Promotion.FailoverAfter))

@@ -51,11 +51,25 @@ const (
 
 	// UpstreamChainKey is the response header key under which a replica
 	// names itself and what it copies from, in answer to a request carrying
-	// ProbeKey: comma-separated instance names, its own first, then its
-	// upstream's chain (a cascaded replica's); a learner replica names its
-	// member ID (hex). A cascaded replica refuses an upstream whose chain
-	// holds itself: a cycle.
+	// ProbeKey: comma-separated IDs, its own first, then its upstream's
+	// chain (a cascaded replica's). A learner replica's ID is its member ID
+	// (hex); a cascaded replica's, which has no member, is its first
+	// advertised client URL (--advertise-client-urls): unique per replica
+	// and the same after a restart. A cascaded replica refuses an upstream
+	// whose chain holds its own ID: a cycle.
 	UpstreamChainKey = "understudy-upstream-chain"
+
+	// NameKey is the response header key under which a replica tells its
+	// --name, in answer to a request carrying ProbeKey: how `replica status
+	// --cascaded` names a cascaded replica, which is in no member list.
+	NameKey = "understudy-name"
+
+	// CompactionKey is the response header key under which a learner
+	// replica tells the auto-compaction it would run once promoted and
+	// leading, and where that comes from ("learned periodic 5m0s: …",
+	// "flags revision 1000", "learning: …"; see package autocompact), in
+	// answer to a request carrying ProbeKey. `replica status` shows it.
+	CompactionKey = "understudy-compaction"
 
 	// RoleStateKey is the response header key under which a replica with
 	// --role standby or voter tells what its role loop is doing, and why

@@ -17,9 +17,12 @@ const adminUsage = `replica status | promote | leave: the cluster's members and 
 Usage:
   replica status  --endpoints URL[,URL…] [--cascaded URL[,URL…]] [-w table|json]
       every member and replica: role, learner or voter, applied and commit
-      index, lag in entries, freshness (replicas), leader, and whether
-      understudy would promote it now; and cascaded replicas (no members):
-      their chain of upstreams, revision and lag in revisions
+      index, lag in entries, freshness (replicas), the leader's raft
+      progress, whether understudy would promote it now, and the
+      auto-compaction each replica would run once leading; and cascaded
+      replicas (no members), by --name, their advertised client URL as ID:
+      their chain of upstreams, revision and lag in revisions. Errors in
+      a column of their own; -w json has every field
   replica promote --endpoints URL[,URL…] NAME|ID [--force]
       promote a learner if it is live and within --promote-max-lag entries
       of the leader's commit; --force leaves the check to etcd (a learner's
