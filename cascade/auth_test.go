@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/understudy-kv/understudy/wire"
 )
 
 // newTestAuthz is an authz holding a copy of a source with auth on: a
@@ -277,5 +279,54 @@ func TestAuthViewIsClosedAfterItsLastCheck(t *testing.T) {
 	}
 	if a.acquire() != nil {
 		t.Fatal("a closed copy acquired")
+	}
+}
+
+// A call that requires the source's auth at a revision its copy has not
+// reached (wire.AuthRevisionKey: a cascaded replica below rechecking a
+// token after a change it learned first) waits for the copy to reach it,
+// so that a token recorded before the change is checked against it here
+// too; none coming within maxWait, it is Unavailable.
+func TestAuthzWaitsForTheRevisionACallRequires(t *testing.T) {
+	now := time.Now()
+	a := newTestAuthz(t, now) // at auth revision 7
+	issue(t, a, "t-alice", "alice")
+	rechecked := 0
+	a.checkToken = func(context.Context, uint64) error { rechecked++; return rpctypes.ErrGRPCInvalidAuthToken }
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(rpctypes.TokenFieldNameGRPC, "t-alice", wire.AuthRevisionKey, "8"))
+	done := make(chan error, 1)
+	go func() { done <- a.Permit(ctx, rangeCheck("pub/a")) }()
+	select {
+	case <-a.kick:
+	case <-time.After(time.Minute):
+		t.Fatal("a call requiring revision 8 of a copy at 7 did not ask for a refresh")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("a call requiring revision 8 was checked with the copy at 7: %v", err)
+	default:
+	}
+	v, err := a.build(authState{enabled: true, rev: 8, users: map[string][]string{"root": {"root"}, "alice": {"reader"}},
+		roles: map[string][]*authpb.Permission{"root": nil, "reader": {{PermType: authpb.READ, Key: []byte("pub/"), RangeEnd: []byte("pub0")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.close)
+	a.view.Store(v)
+	a.confirm(a.clock.Now())
+	if err := <-done; !errors.Is(err, auth.ErrInvalidAuthToken) || rechecked != 1 {
+		t.Fatalf("after the copy reached 8: %v, rechecked %d times; want the token checked with the source and refused", err, rechecked)
+	}
+	clock := a.clock.(*clockwork.FakeClock)
+	ctx = metadata.NewIncomingContext(context.Background(), metadata.Pairs(wire.AuthRevisionKey, "9"))
+	go func() { done <- a.Permit(ctx, rangeCheck("pub/a")) }()
+	bctx, bcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer bcancel()
+	if err := clock.BlockUntilContext(bctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(5 * time.Second)
+	if err := <-done; status.Code(err) != codes.Unavailable {
+		t.Fatalf("revision 9 never reached: %v, want Unavailable", err)
 	}
 }

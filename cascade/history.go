@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -154,6 +155,15 @@ func (s *Store) checkHeader(u string, how string, h *pb.ResponseHeader, atAsk in
 		return nil
 	}
 	return s.fence(&historyError{upstream: u, how: how, upCluster: h.ClusterId, upRev: h.Revision, cluster: s.cluster, rev: atAsk, detail: detail})
+}
+
+// CheckWrite checks the answer of a write the front forwarded when the
+// store was at revision atForward: the source's cluster, and a revision at
+// or past atForward (the write's own, or the source's current one if it
+// changed nothing), which one history always answers with; else the store
+// is fenced, and the caller is told (the write was applied, elsewhere).
+func (s *Store) CheckWrite(atForward int64, h *pb.ResponseHeader) error {
+	return s.checkHeader(strings.Join(s.cfg.Upstreams, ","), "a forwarded write's answer", h, atForward, true)
 }
 
 // verify checks that u holds the store's revision n as the store does,

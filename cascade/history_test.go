@@ -1,8 +1,13 @@
 package cascade
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/server/v3/lease"
@@ -81,4 +86,35 @@ func TestFingerprintNext(t *testing.T) {
 	if fp = fp.next(8, evs); len(fp.kvs) != maxFingerprint || string(fp.kvs[0].Key) != "n19" {
 		t.Fatalf("after a revision of 20 puts: %d keys, first %q; want %d, n19", len(fp.kvs), fp.kvs[0].Key, maxFingerprint)
 	}
+}
+
+// The front's calls enter the store until it is fenced: a call in it
+// then sees its context end with the fence's reason, no call enters
+// after, and Close's wait ends once the last call has left.
+func TestEnterUntilTheFence(t *testing.T) {
+	s := &Store{lg: zaptest.NewLogger(t), clock: clockwork.NewRealClock(), m: NewMetrics(nil)}
+	s.fenceCtx, s.fenceCancel = context.WithCancelCause(context.Background())
+	s.fenced = s.fenceCtx.Done()
+	ctx, leave, err := s.Enter(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	why := &historyError{upstream: "http://u", how: "a test"}
+	s.fence(why)
+	<-ctx.Done()
+	if !errors.Is(context.Cause(ctx), ErrOtherHistory) {
+		t.Fatalf("the call's context ended with %v, want the fence's reason", context.Cause(ctx))
+	}
+	if _, _, err := s.Enter(context.Background()); !errors.Is(err, ErrOtherHistory) {
+		t.Fatalf("a call entered a fenced store: %v", err)
+	}
+	waited := make(chan struct{})
+	go func() { s.waitCalls(); close(waited) }()
+	select {
+	case <-waited:
+		t.Fatal("Close's wait ended with a call still in the store")
+	case <-time.After(50 * time.Millisecond): // a chance to end wrongly, not a synchronisation
+	}
+	leave()
+	<-waited
 }

@@ -29,7 +29,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		bootstrapBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "cascade", Name: "bootstrap_bytes",
 			Help: "Bytes of the upstream's snapshot received by the last bootstrap (so far, while it runs)."}),
 		switches: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "cascade", Name: "upstream_switches_total",
-			Help: "Times the cascaded replica resumed its watch on another upstream (the one it followed lost, silent or compacted past it)."}),
+			Help: "Watch sessions on an upstream that delivered and then ended (the upstream lost, silent, restarted or compacted past the store): the replica resumed on the next one, after checking its history."}),
 		divergences: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "cascade", Name: "divergences_total",
 			Help: "Source revisions after which the local store was found to differ from the source: the replica stopped serving and bootstrapped again."}),
 		historyChanges: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "cascade", Name: "history_changes_total",

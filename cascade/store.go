@@ -76,6 +76,14 @@ type Store struct {
 	fenceCancel context.CancelCauseFunc
 	fenced      <-chan struct{}
 
+	// calls counts the front's calls being served from the store (Enter):
+	// Close waits for them, as an mvcc read after the backend closed
+	// would crash the process.
+	calls struct {
+		sync.Mutex
+		n int
+	}
+
 	closeOnce sync.Once
 }
 
@@ -128,9 +136,9 @@ func Open(ctx context.Context, cfg Config, instance string) (*Store, error) {
 	if err := s.copyAuth(ctx); err != nil {
 		return nil, err
 	}
-	src, found := snapshotSource(s.ups, ids)
-	if !found {
-		return nil, fmt.Errorf("cascade: no --upstream answered")
+	src, err := snapshotSource(ctx, s.ups, ids, s.cfg.UpstreamTimeout)
+	if err != nil {
+		return nil, err
 	}
 	for i, u := range s.ups {
 		if u.url == src.url {
@@ -296,6 +304,7 @@ func (s *Store) WaitRevision(ctx context.Context, rev int64) error {
 func (s *Store) Close() {
 	s.closeOnce.Do(func() {
 		s.fence(errClosed)
+		s.waitCalls()
 		if s.e != nil {
 			s.e.Close()
 		}
@@ -314,4 +323,52 @@ func (s *Store) Close() {
 		}
 		s.m.current.CompareAndSwap(s, nil)
 	})
+}
+
+// Enter admits a call of the front to the store, unless it is fenced:
+// the call's context then ends at the fence, and leave, which it must
+// call, lets Close go on once every call has left.
+func (s *Store) Enter(ctx context.Context) (_ context.Context, leave func(), err error) {
+	s.calls.Lock()
+	if err := s.Fenced(); err != nil {
+		s.calls.Unlock()
+		return ctx, nil, err
+	}
+	s.calls.n++
+	s.calls.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.fenceCtx, func() { cancel(s.Fenced()) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+		s.calls.Lock()
+		s.calls.n--
+		s.calls.Unlock()
+	}, nil
+}
+
+// callsWait bounds how long Close waits for the front's calls to leave
+// the store (they end at the fence; one stuck longer is logged, and the
+// store closed under it).
+const callsWait = 30 * time.Second
+
+// waitCalls waits until no call of the front is in the store (the store
+// is fenced: none enters).
+func (s *Store) waitCalls() {
+	t := s.clock.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	deadline := s.clock.Now().Add(callsWait)
+	for {
+		s.calls.Lock()
+		n := s.calls.n
+		s.calls.Unlock()
+		if n == 0 {
+			return
+		}
+		if s.clock.Now().After(deadline) {
+			s.lg.Warn("closing the store while calls of the front are still in it", zap.Int("calls", n), zap.Duration("waited", callsWait))
+			return
+		}
+		<-t.Chan()
+	}
 }

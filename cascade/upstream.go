@@ -155,21 +155,37 @@ func checkUpstreams(ctx context.Context, us []*upstream, instance string, timeou
 	return cluster, ids, nil
 }
 
-// snapshotSource is the upstream to take the snapshot from: the first that
-// answered and is not the leader; the leader only if nothing else answered.
-func snapshotSource(us []*upstream, ids map[string]identity) (*upstream, bool) {
-	var leader *upstream
-	for i, u := range us {
-		id, ok := ids[u.url]
-		switch {
-		case !ok:
-		case !id.leader:
-			return u, true
-		case leader == nil:
-			leader = us[i]
+// snapshotSource is the upstream to take the snapshot from: the first
+// that answered and is not the leader, the leader only if no other will
+// do; and of those, the first that answers a linearizable read within
+// timeout (live: one with no leader, or of a history the source left, as
+// a learner replica not yet rejoined after a restore, answers none).
+func snapshotSource(ctx context.Context, us []*upstream, ids map[string]identity, timeout time.Duration) (*upstream, error) {
+	var order []*upstream
+	for _, u := range us {
+		if id, ok := ids[u.url]; ok && !id.leader {
+			order = append(order, u)
 		}
 	}
-	return leader, leader != nil
+	for _, u := range us {
+		if id, ok := ids[u.url]; ok && id.leader {
+			order = append(order, u)
+		}
+	}
+	var errs []error
+	for _, u := range order {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		_, err := u.cli.Get(rctx, probeKey, clientv3.WithCountOnly())
+		cancel()
+		if err == nil {
+			return u, nil
+		}
+		errs = append(errs, fmt.Errorf("--upstream %s: no linearizable read within %v: %w", u.url, timeout, err))
+	}
+	if len(errs) == 0 {
+		return nil, errors.New("cascade: no --upstream answered")
+	}
+	return nil, fmt.Errorf("cascade: no --upstream to take a snapshot from: %w", errors.Join(errs...))
 }
 
 // background marks a request to an upstream as this replica's upkeep, no

@@ -35,6 +35,10 @@ type Cascade struct {
 	Quota  func() int64
 	// WaitRevision returns once the store holds revision rev.
 	WaitRevision func(ctx context.Context, rev int64) error
+	// CheckWrite checks the answer of a write forwarded when the store was
+	// at revision atForward (another history's is refused, and fences the
+	// store).
+	CheckWrite func(atForward int64, h *pb.ResponseHeader) error
 	// Progress is the store's revision and the source's newest reported
 	// (/readyz's caught_up compares them, as entries for a learner).
 	Progress func() (applied, source int64)
@@ -43,8 +47,11 @@ type Cascade struct {
 	// Fence is cancelled, with the reason as its cause, once the store
 	// must not be served (another history, a divergence, a bootstrap
 	// again): every call is refused with it (Unavailable), and every
-	// stream open then ends with it.
+	// stream open then ends with it. Enter admits each call to the store
+	// until then: its context ends at the fence, and its leave lets the
+	// store close once every call has left.
 	Fence context.Context
+	Enter func(ctx context.Context) (context.Context, func(), error)
 	// Stalled is nil while the store follows an upstream, else why not
 	// (/readyz's upstream check).
 	Stalled func() error
@@ -64,6 +71,8 @@ type forwardedKV struct {
 	permit Permit
 	local  pb.KVServer
 	up     pb.KVClient
+	rev    func() int64
+	check  func(atForward int64, h *pb.ResponseHeader) error
 	wait   func(ctx context.Context, rev int64) error
 	// compact compacts the local store at rev, once it holds rev.
 	compact func(ctx context.Context, rev int64) error
@@ -86,13 +95,15 @@ func (k *forwardedKV) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer
 }
 
 func (k *forwardedKV) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
+	at := k.rev()
 	resp, err := k.up.Put(forwardMD(ctx), r)
-	return resp, k.applied(ctx, resp.GetHeader(), err)
+	return resp, k.applied(ctx, at, resp.GetHeader(), err)
 }
 
 func (k *forwardedKV) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
+	at := k.rev()
 	resp, err := k.up.DeleteRange(forwardMD(ctx), r)
-	return resp, k.applied(ctx, resp.GetHeader(), err)
+	return resp, k.applied(ctx, at, resp.GetHeader(), err)
 }
 
 // Txn serves a read-only transaction from the local store (kvServer has
@@ -104,8 +115,9 @@ func (k *forwardedKV) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnRespons
 		}
 		return k.local.Txn(ctx, r)
 	}
+	at := k.rev()
 	resp, err := k.up.Txn(forwardMD(ctx), r)
-	return resp, k.applied(ctx, resp.GetHeader(), err)
+	return resp, k.applied(ctx, at, resp.GetHeader(), err)
 }
 
 func (k *forwardedKV) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
@@ -116,14 +128,20 @@ func (k *forwardedKV) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb
 	return resp, err
 }
 
-// applied waits, after a forwarded write that succeeded, until the local
-// store holds its revision.
-func (k *forwardedKV) applied(ctx context.Context, h *pb.ResponseHeader, err error) error {
+// applied checks the answer of a write forwarded when the store was at
+// revision at and, if it succeeded, waits until the store holds its
+// revision. A write applied that this replica cannot show says it was
+// applied (Unavailable: the client must not take it for a failed one).
+func (k *forwardedKV) applied(ctx context.Context, at int64, h *pb.ResponseHeader, err error) error {
 	if err != nil {
 		return err
 	}
+	if err := k.check(at, h); err != nil {
+		err = fmt.Errorf("readpath: the write was applied upstream at revision %d, but its answer is of another history than this replica's store: %w", h.GetRevision(), err)
+		return status.Error(codes.Unavailable, err.Error())
+	}
 	if err := k.wait(ctx, h.GetRevision()); err != nil {
-		return fmt.Errorf("readpath: the write is applied at revision %d, but this replica did not hold it in time: %w", h.GetRevision(), err)
+		return status.Error(codes.Unavailable, fmt.Sprintf("readpath: the write was applied upstream at revision %d, but this replica did not hold it in time: %v", h.GetRevision(), err))
 	}
 	return nil
 }
@@ -253,30 +271,36 @@ func (s clusterStream) SendMsg(m any) error {
 // fenceUnary and fenceStream refuse every call once the store must not be
 // served (Cascade.Fence), and end every stream open then, saying why:
 // Unavailable, on which clients try again (clientv3 resumes a watch).
-func fenceUnary(fence context.Context) grpc.UnaryServerInterceptor {
+func fenceUnary(c *Cascade) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := fenced(fence); err != nil {
-			return nil, err
+		ctx, leave, err := c.Enter(ctx)
+		if err != nil {
+			return nil, fenced(c.Fence)
 		}
+		defer leave()
 		resp, err := handler(ctx, req)
-		if ferr := fenced(fence); err != nil && ferr != nil {
-			err = ferr
+		if _, isStatus := status.FromError(err); err != nil && !isStatus && fenced(c.Fence) != nil {
+			// The fence's, said as such (an error that already has a
+			// status stays: a forwarded write's says it was applied).
+			err = fenced(c.Fence)
 		}
 		return resp, err
 	}
 }
 
-func fenceStream(fence context.Context) grpc.StreamServerInterceptor {
+func fenceStream(c *Cascade) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if err := fenced(fence); err != nil {
-			return err
+		ctx, leave, err := c.Enter(ss.Context())
+		if err != nil {
+			return fenced(c.Fence)
 		}
-		ctx, cancel := context.WithCancelCause(ss.Context())
+		defer leave()
+		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
-		stop := context.AfterFunc(fence, func() { cancel(fenced(fence)) })
+		stop := context.AfterFunc(c.Fence, func() { cancel(fenced(c.Fence)) })
 		defer stop()
-		err := handler(srv, &leaderStream{ServerStream: ss, ctx: causeContext{ctx}, cancel: cancel})
-		if ferr := fenced(fence); ferr != nil {
+		err = handler(srv, &leaderStream{ServerStream: ss, ctx: causeContext{ctx}, cancel: cancel})
+		if ferr := fenced(c.Fence); ferr != nil {
 			return ferr
 		}
 		return err

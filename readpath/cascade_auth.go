@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
+	"github.com/jonboulle/clockwork"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -12,6 +14,7 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver"
 	"go.etcd.io/etcd/server/v3/etcdserver/apply"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -64,7 +67,38 @@ type permittedWatch struct {
 	pb.Watch_WatchServer
 	permit Permit
 	rev    func() int64
+	ended  *endedTokens
 	mu     sync.Mutex
+}
+
+// endedTokens are the tokens a watch stream was ended for lately (an
+// unknown token: the client authenticates again on its next stream). A
+// token it happens to again within endedWindow (a fixed token never
+// issued here, a client that authenticates elsewhere) is refused as etcd
+// refuses it instead: the stream is not ended for ever, every 100 ms.
+type endedTokens struct {
+	mu    sync.Mutex
+	clock clockwork.Clock
+	at    map[string]time.Time
+}
+
+// endedWindow is how long a token's stream ending counts.
+const endedWindow = 10 * time.Second
+
+// first records an ending for token now, and reports whether it is the
+// first within endedWindow.
+func (e *endedTokens) first(token string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.clock.Now()
+	if at, ok := e.at[token]; ok && now.Sub(at) < endedWindow {
+		return false
+	}
+	if len(e.at) >= 4096 {
+		clear(e.at)
+	}
+	e.at[token] = now
+	return true
 }
 
 func (w *permittedWatch) Recv() (*pb.WatchRequest, error) {
@@ -91,7 +125,7 @@ func (w *permittedWatch) Recv() (*pb.WatchRequest, error) {
 			// and the client opens it again.
 			return nil, err
 		}
-		if errors.Is(err, rpctypes.ErrGRPCInvalidAuthToken) {
+		if errors.Is(err, rpctypes.ErrGRPCInvalidAuthToken) && w.ended.first(streamToken(w.Context())) {
 			// A token this replica did not see issued (or one the source
 			// no longer takes): etcd's clients authenticate for each
 			// stream they open (clientv3's stream interceptor), not for a
@@ -173,4 +207,14 @@ func (a *authServer) AuthStatus(ctx context.Context, _ *pb.AuthStatusRequest) (*
 	as := a.srv.AuthStore()
 	return &pb.AuthStatusResponse{Header: &pb.ResponseHeader{ClusterId: uint64(a.srv.Cluster().ID()), MemberId: uint64(a.srv.MemberID()),
 		Revision: a.srv.KV().Rev(), RaftTerm: a.srv.Term()}, Enabled: as.IsAuthEnabled(), AuthRevision: as.Revision()}, nil
+}
+
+// streamToken is a stream's token, as the client sent it ("" for none).
+func streamToken(ctx context.Context) string {
+	for _, key := range []string{rpctypes.TokenFieldNameGRPC, rpctypes.TokenFieldNameSwagger} {
+		if ts := metadata.ValueFromIncomingContext(ctx, key); len(ts) > 0 {
+			return ts[0]
+		}
+	}
+	return ""
 }

@@ -50,8 +50,8 @@ func (f *Front) newGRPC(cfg Config, lw *leaderWatch) {
 	stream := []grpc.StreamServerInterceptor{streamInterceptor(lw, m, f.fresh.Touch)}
 	if c := cfg.Cascade; c != nil {
 		probe.chain = c.Chain
-		unary = []grpc.UnaryServerInterceptor{clusterHeaderUnary(c.Cluster), fenceUnary(c.Fence), unaryInterceptor(lw, m, probe, f.fresh.Touch)}
-		stream = append([]grpc.StreamServerInterceptor{clusterHeaderStream(c.Cluster), fenceStream(c.Fence)}, stream...)
+		unary = []grpc.UnaryServerInterceptor{clusterHeaderUnary(c.Cluster), fenceUnary(c), unaryInterceptor(lw, m, probe, f.fresh.Touch)}
+		stream = append([]grpc.StreamServerInterceptor{clusterHeaderStream(c.Cluster), fenceStream(c)}, stream...)
 	}
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unary...),
@@ -78,6 +78,7 @@ func (f *Front) newGRPC(cfg Config, lw *leaderWatch) {
 	f.v3c = v3client.New(s)
 	if cfg.Cascade != nil {
 		ws.permit, ws.rev = cfg.Cascade.Permit, func() int64 { return s.KV().Rev() }
+		ws.ended = &endedTokens{clock: cfg.Clock, at: map[string]time.Time{}}
 		f.registerCascade(cfg, kv)
 		return
 	}
@@ -96,6 +97,7 @@ func (f *Front) newGRPC(cfg Config, lw *leaderWatch) {
 func (f *Front) registerCascade(cfg Config, kv *kvServer) {
 	c, s := cfg.Cascade, cfg.Server
 	kv.etcd = &forwardedKV{permit: c.Permit, local: v3rpc.NewKVServer(s), up: pb.NewKVClient(c.Upstream.ActiveConnection()), wait: c.WaitRevision,
+		rev: func() int64 { return s.KV().Rev() }, check: c.CheckWrite,
 		compact: func(ctx context.Context, rev int64) error {
 			if err := c.WaitRevision(ctx, rev); err != nil {
 				return err

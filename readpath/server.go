@@ -135,8 +135,8 @@ func (c Config) Validate() error {
 	if c.KeepAlive.MinTime <= 0 || c.KeepAlive.Interval <= 0 || c.KeepAlive.Timeout <= 0 {
 		problems = append(problems, fmt.Errorf("readpath: KeepAlive %+v: every duration must be more than 0", c.KeepAlive))
 	}
-	if cc := c.Cascade; cc != nil && (cc.Member == nil || cc.Contact == nil || cc.Upstream == nil || cc.Fence == nil || cc.Stalled == nil ||
-		cc.Leader == nil || cc.Quota == nil || cc.WaitRevision == nil || cc.Progress == nil || cc.Chain == nil || cc.Permit == nil || cc.IssueAt == nil) {
+	if cc := c.Cascade; cc != nil && (cc.Member == nil || cc.Contact == nil || cc.Upstream == nil || cc.Fence == nil || cc.Enter == nil || cc.Stalled == nil ||
+		cc.Leader == nil || cc.Quota == nil || cc.WaitRevision == nil || cc.CheckWrite == nil || cc.Progress == nil || cc.Chain == nil || cc.Permit == nil || cc.IssueAt == nil) {
 		problems = append(problems, errors.New("readpath: Config.Cascade: every field must be set"))
 	}
 	return errors.Join(problems...)
@@ -364,6 +364,7 @@ type watchServer struct {
 	// permit, for a cascaded replica, checks each watch (permittedWatch).
 	permit Permit
 	rev    func() int64
+	ended  *endedTokens
 }
 
 var _ pb.WatchServer = (*watchServer)(nil)
@@ -377,7 +378,7 @@ func (w *watchServer) Watch(stream pb.Watch_WatchServer) error {
 		_ = stream.SendHeader(ans.header(0)) // fails only if the stream is gone
 	}
 	if w.permit != nil {
-		stream = &permittedWatch{Watch_WatchServer: stream, permit: w.permit, rev: w.rev}
+		stream = &permittedWatch{Watch_WatchServer: stream, permit: w.permit, rev: w.rev, ended: w.ended}
 	}
 	return w.etcd.Watch(stream)
 }

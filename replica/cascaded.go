@@ -63,7 +63,7 @@ func runCascaded(ctx context.Context, cfg config.Replica, opts Options) error {
 			}
 			continue
 		}
-		retry.Reset()
+		opened := opts.Clock.Now()
 		if fenced != nil {
 			_ = fenced.stop()
 			fenced = nil
@@ -87,14 +87,29 @@ func runCascaded(ctx context.Context, cfg config.Replica, opts Options) error {
 			}
 			return err
 		case errors.Is(err, cascade.ErrOtherHistory), errors.Is(err, cascade.ErrDiverged), errors.Is(err, cascade.ErrBehind):
-			lg.Warn("the store cannot be served as it is; refusing every call, bootstrapping again", zap.Error(err))
 			fenced = cf
+			// A store fenced soon after it opened (an upstream of the old
+			// history took the snapshot) waits as a failed bootstrap does.
+			d := time.Duration(0)
+			if opts.Clock.Since(opened) < servedLong {
+				d = retry.Next()
+			} else {
+				retry.Reset()
+			}
+			lg.Warn("the store cannot be served as it is; refusing every call, bootstrapping again", zap.Error(err), zap.Duration("after", d))
+			if d > 0 && backoff.Wait(ctx, opts.Clock, d) != nil {
+				return nil
+			}
 		default:
 			_ = cf.stop()
 			return err
 		}
 	}
 }
+
+// servedLong is how long a store must have served for its fence to reset
+// the bootstrap backoff.
+const servedLong = time.Minute
 
 // openStore opens a store: the first within --join-timeout.
 func openStore(ctx context.Context, cfg config.Replica, opts Options, metrics *cascade.Metrics, instance string, first bool) (*cascade.Store, error) {
@@ -129,8 +144,8 @@ func startFront(ctx context.Context, cfg config.Replica, opts Options, reg prome
 	rc := frontConfig(opts.Logger, cfg, st.Server(), ls.tls, opts)
 	rc.Registerer = reg
 	rc.Cascade = &readpath.Cascade{Member: st.Member(), Contact: st.Contact(), Upstream: st.Forwarder(), Cluster: st.Cluster(),
-		Leader: st.SourceLeader, Quota: st.SourceQuota, WaitRevision: st.WaitRevision, Chain: st.Chain, Permit: st.Permit, IssueAt: st.IssueAt,
-		Fence: st.Fence(), Stalled: st.Stalled,
+		Leader: st.SourceLeader, Quota: st.SourceQuota, WaitRevision: st.WaitRevision, CheckWrite: st.CheckWrite, Chain: st.Chain, Permit: st.Permit, IssueAt: st.IssueAt,
+		Fence: st.Fence(), Enter: st.Enter, Stalled: st.Stalled,
 		Progress: func() (int64, int64) { return st.Revision(), st.SourceRevision() }}
 	front, err := readpath.New(rc)
 	if err != nil {
@@ -202,7 +217,7 @@ func cascadeConfig(cfg config.Replica, opts Options, metrics *cascade.Metrics) c
 // reconnect backoff of at most 2 s, so that an upstream back after an
 // outage is used again within that (gRPC's grows to 2 minutes).
 func upstreamClientConfig(c clientv3.Config) clientv3.Config {
-	c.DialTimeout = 5 * time.Second
+	c.DialTimeout = 2 * time.Second // cascade.Config's UpstreamTimeout: a client made lazily authenticates within it
 	c.DialKeepAliveTime, c.DialKeepAliveTimeout = 10*time.Second, 5*time.Second
 	c.DialOptions = append(c.DialOptions, grpc.WithConnectParams(grpc.ConnectParams{
 		Backoff:           grpcbackoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},

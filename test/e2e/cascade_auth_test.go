@@ -277,3 +277,55 @@ func TestCascadedReplicaWatchesRightAfterAnAuthChange(t *testing.T) {
 	}
 	t.Logf("%d of 10 watches saw their put", seen)
 }
+
+// A password changed on the voters ends, at a cascaded replica two tiers
+// down, the tokens issued before it, as on a voter: five rounds of alice
+// reading through c2 (fed by c1, fed by a learner replica), her password
+// changed on the voters, and her client, which keeps its token, refused
+// within the bound (about 3 s) and from then on. Each tier's copy of the
+// source's auth moves on its own second: c2 may learn the change before c1
+// does, and must not then take c1's word for a token c1 has not checked
+// against the change.
+func TestCascadedReplicaAtDepthTwoEndsTokensAtAPasswordChange(t *testing.T) {
+	beside(t)
+	bins := harness.Binaries(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
+	r := startReplica(t, bins, c, "r1", replicaOpts{})
+	v := c.Endpoints()
+	for _, args := range authSetup {
+		harness.MustEtcdctl(t, bins, v, args...)
+	}
+	c1 := cascaded(t, c, "c1", []string{r.ClientURL}, "--user", "root:rootpw")
+	c2 := cascaded(t, c, "c2", []string{c1.ClientURL}, "--user", "root:rootpw")
+	root := authClient(t, v[0], "root", "rootpw")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	password := "alicepw"
+	for i := range 5 {
+		alice := authClient(t, c2.ClientURL, "alice", password)
+		if _, err := alice.Get(ctx, "pub/a"); err != nil {
+			t.Fatalf("round %d: alice's read through c2: %v", i, err)
+		}
+		password = fmt.Sprintf("alicepw-%d", i)
+		if _, err := root.UserChangePassword(ctx, "alice", password); err != nil {
+			t.Fatal(err)
+		}
+		changed := time.Now()
+		harness.WaitFor(t, 10*time.Second, "alice's old token refused through c2", func() (bool, error) {
+			rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+			defer rcancel()
+			_, err := alice.Get(rctx, "pub/a", clientv3.WithSerializable())
+			return err != nil, nil
+		})
+		t.Logf("round %d: refused %v after the change", i, time.Since(changed).Round(time.Millisecond))
+		for range 5 {
+			rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := alice.Get(rctx, "pub/a", clientv3.WithSerializable())
+			rcancel()
+			if err == nil {
+				t.Fatalf("round %d: alice's client, with the password changed, read through c2 again", i)
+			}
+		}
+		alice.Close()
+	}
+}
