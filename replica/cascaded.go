@@ -39,6 +39,16 @@ func runCascaded(ctx context.Context, cfg config.Replica, opts Options) error {
 			readyOnce.Do(func() { close(opts.Ready) })
 		}
 	}
+	// Every --upstream asked first, within the dial timeout: a cause
+	// (refused, TLS, a certificate, another cluster, a user) is one line
+	// naming the URL, before anything is dialled for good.
+	f, err := clientFlags(cfg, "--upstream", cfg.Upstream)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Probe(ctx); err != nil {
+		return fmt.Errorf("replica: %w", err)
+	}
 	// fenced is the last store's front, refusing calls while the next
 	// store bootstraps.
 	var fenced *cascadedFront

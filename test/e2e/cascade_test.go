@@ -176,7 +176,7 @@ func TestCascadedReplicaNeverServesADivergedStore(t *testing.T) {
 
 // Bad --upstream input is refused with an error naming the flag: with
 // --join; an upstream that is not etcd; upstreams of two clusters; an
-// upstream that is this replica.
+// upstream that is this replica; a stock etcd learner (it serves no watch).
 func TestCascadedReplicaBadInput(t *testing.T) {
 	beside(t)
 	harness.Binaries(t)
@@ -185,6 +185,7 @@ func TestCascadedReplicaBadInput(t *testing.T) {
 	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("hello")) }))
 	t.Cleanup(web.Close)
 	own := harness.URL(harness.FreePort(t))
+	stockLearner, _, _ := harness.StartStockLearner(t, c, "stock-learner", false)
 	for _, tc := range []struct {
 		name     string
 		upstream []string
@@ -193,9 +194,10 @@ func TestCascadedReplicaBadInput(t *testing.T) {
 	}{
 		{"with-join", []string{c.Endpoints()[0]}, []string{"--join", c.Endpoints()[0]}, []string{"--upstream and --join"}},
 		{"not-etcd", []string{web.URL}, nil, []string{"--upstream " + web.URL, "not an etcd client URL"}},
-		{"two-clusters", []string{c.Endpoints()[0], other.Endpoints()[0]}, nil, []string{"--upstream", "same cluster", other.Endpoints()[0]}},
+		{"two-clusters", []string{c.Endpoints()[0], other.Endpoints()[0]}, nil, []string{"--upstream", "of one cluster", other.Endpoints()[0], c.Endpoints()[0]}},
 		{"itself", []string{own}, []string{"--listen-client-urls", own}, []string{"--upstream " + own, "this replica's own client URL"}},
 		{"role", []string{c.Endpoints()[0]}, []string{"--role", "standby"}, []string{"--role standby with --upstream"}},
+		{"stock-learner", []string{stockLearner}, nil, []string{"--upstream", stockLearner, "stock etcd learner", "a replica's client URL"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "c-" + tc.name, Upstream: tc.upstream, NoWait: true,
