@@ -59,7 +59,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Revisions the cascaded replica's store is behind the newest its upstreams reported."},
 			store(func(s *Store) float64 { return float64(max(0, s.SourceRevision()-s.Revision())) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "cascade", Name: "following",
-			Help: "1 while the cascaded replica follows an upstream's watch, 0 while it has none."}, store(func(s *Store) float64 { return float64(s.lead.Load()) })),
+			Help: "1 while the cascaded replica follows an upstream's watch, 0 while it has none."}, store(func(s *Store) float64 { return float64(min(s.lead.Load(), 1)) })),
 	)
 	return m
 }

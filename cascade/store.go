@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,7 +53,8 @@ type Store struct {
 	applied wait.WaitTime
 	// sourceRev is the source's newest revision an upstream reported;
 	// contact counts what the upstreams sent (events, progress);
-	// lead is nonzero while an upstream is followed.
+	// lead is the number (in --upstream, from 1) of the upstream followed,
+	// 0 while none is (readindex.Source.Lead).
 	sourceRev atomic.Int64
 	contact   atomic.Uint64
 	lead      atomic.Uint64
@@ -200,7 +202,7 @@ func (s *Store) bootstrap(ctx context.Context, src *upstream) error {
 	s.publish(rev)
 	s.sourceRev.Store(rev)
 	s.contact.Add(1)
-	s.following(followingLead) // it has just had the upstream's snapshot
+	s.lead.Store(uint64(s.first) + 1) // it has just had the upstream's snapshot
 	s.lg.Info("restored the upstream's snapshot", zap.String("upstream", src.url), zap.Int64("revision", rev))
 	return nil
 }
@@ -235,13 +237,9 @@ func (s *Store) publish(rev int64) { s.applied.Trigger(uint64(rev)) }
 // revision rev or later.
 func (s *Store) heard(u *upstream, rev int64) {
 	s.contact.Add(1)
-	s.following(followingLead)
 	for old := s.sourceRev.Load(); rev > old && !s.sourceRev.CompareAndSwap(old, rev); old = s.sourceRev.Load() {
 	}
 }
-
-// following records whether an upstream is followed (lead, see Member).
-func (s *Store) following(lead uint64) { s.lead.Store(lead) }
 
 // session is an upstream whose watch the store follows; ctx ends with
 // the session (a proof still asked of it then is given up, and the round
@@ -255,12 +253,12 @@ type session struct {
 // lives; unfollow that it does not.
 func (s *Store) followUp(ctx context.Context, u *upstream) {
 	s.followed.Store(&session{u: u, ctx: ctx})
-	s.following(followingLead)
+	s.lead.Store(uint64(slices.Index(s.ups, u)) + 1)
 }
 
 func (s *Store) unfollow() {
 	s.followed.Store(nil)
-	s.following(0)
+	s.lead.Store(0)
 }
 
 // publishStatus publishes why the follow loop follows no upstream, as it

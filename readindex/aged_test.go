@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap/zaptest"
 )
 
-// A background round answered from an upstream's last round (ProvedAged)
+// A background round answered from an upstream's last round (Proof.Aged)
 // moves AsOf to its start less that round's age, and serves no strong
 // read: not even one that took its number before it began (WaitRound reads
 // the next round's number, then registers; the round may begin between).
@@ -20,16 +20,13 @@ func TestAgedBackgroundRoundServesNoStrongRead(t *testing.T) {
 		done   chan error
 	}
 	calls := make(chan call, 4)
-	round := func(ctx context.Context) error {
-		c := call{accept: AcceptAged(ctx), done: make(chan error)}
+	round := proverOf(func(_ context.Context, req ProofRequest) (Proof, error) {
+		c := call{accept: req.AcceptAged, done: make(chan error)}
 		calls <- c
 		err := <-c.done
-		if err == nil {
-			// Told in every round: only an ageable one takes it.
-			ProvedAged(ctx, 5*time.Second)
-		}
-		return err
-	}
+		// Aged in every round: only an ageable one takes it.
+		return Proof{Aged: true, Age: 5 * time.Second}, err
+	})
 	f := NewFreshness(zaptest.NewLogger(t), clock, time.Second, 0, time.Minute, round, nil)
 	f.periodNs.Store(int64(30 * time.Second)) // quiet: rounds every 30 s
 
@@ -42,7 +39,7 @@ func TestAgedBackgroundRoundServesNoStrongRead(t *testing.T) {
 	go func() { f.run(context.Background(), r); close(ran) }()
 	c := recv(t, calls)
 	if c.accept != 30*time.Second {
-		t.Fatalf("AcceptAged = %v, want the period in force, 30s", c.accept)
+		t.Fatalf("ProofRequest.AcceptAged = %v, want the period in force, 30s", c.accept)
 	}
 	// The read of the race: it took round r's number before r began.
 	read := make(chan error, 1)
@@ -73,14 +70,14 @@ func TestAgedBackgroundRoundServesNoStrongRead(t *testing.T) {
 	go f.run(context.Background(), next)
 	c = recv(t, calls)
 	if c.accept != 0 {
-		t.Fatalf("AcceptAged = %v in a round a read waits for, want 0", c.accept)
+		t.Fatalf("ProofRequest.AcceptAged = %v in a round a read waits for, want 0", c.accept)
 	}
 	send(t, c.done, nil)
 	if err := recv(t, read); err != nil {
 		t.Fatalf("the read after an own round: %v", err)
 	}
 	if got := f.AsOf(); !got.Equal(next.start) {
-		t.Fatalf("AsOf = %v, want the own round's start %v (ProvedAged is ignored in a round a read waits for)", got, next.start)
+		t.Fatalf("AsOf = %v, want the own round's start %v (an aged proof is ignored in a round a read waits for)", got, next.start)
 	}
 	if got := f.ProofLag(); got != 0 {
 		t.Fatalf("ProofLag = %v after an own round, want 0", got)
@@ -93,11 +90,10 @@ func TestAgedBackgroundRoundServesNoStrongRead(t *testing.T) {
 func TestBoundedReadIsNotCoveredByAnAgeableRound(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	release := make(chan struct{})
-	round := func(ctx context.Context) error {
+	round := proverOf(func(context.Context, ProofRequest) (Proof, error) {
 		<-release
-		ProvedAged(ctx, 5*time.Second)
-		return nil
-	}
+		return Proof{Aged: true, Age: 5 * time.Second}, nil
+	})
 	f := NewFreshness(zaptest.NewLogger(t), clock, time.Second, 0, time.Minute, round, nil)
 	f.periodNs.Store(int64(30 * time.Second))
 	r := f.begin(true, false, true)
@@ -126,3 +122,8 @@ func TestBoundedReadIsNotCoveredByAnAgeableRound(t *testing.T) {
 		t.Fatal("served with no own round")
 	}
 }
+
+// proverOf is a Prover of f.
+type proverOf func(ctx context.Context, req ProofRequest) (Proof, error)
+
+func (p proverOf) Prove(ctx context.Context, req ProofRequest) (Proof, error) { return p(ctx, req) }

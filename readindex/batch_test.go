@@ -55,7 +55,7 @@ func TestBatchPolicy(t *testing.T) {
 func TestRoundsWaitForTheReadersThatAreComingBack(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	fr := newFakeRounds()
-	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, fr.round, nil)
+	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, ProverFunc(fr.round), nil)
 	f.batch.maxWait = 5 * time.Millisecond
 	runLoop(t, f)
 
@@ -125,7 +125,7 @@ func (f *Freshness) roundsStarted() uint64 {
 func TestAFailedRoundIsRetriedForItsReads(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	fr := newFakeRounds()
-	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, fr.round, nil)
+	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, ProverFunc(fr.round), nil)
 	ctx := runLoop(t, f)
 
 	done := make(chan error, 1)

@@ -23,9 +23,10 @@ import (
 // a round starts shares it, and rounds start at most every minGap, so the
 // leader pays for rounds, not reads — the lever docs/scaling.md measures.
 //
-// A quiet replica's background round may be aged (AcceptAged, ProvedAged):
-// a cascaded replica's upkeep answered from its upstream's last round, which
-// moves AsOf to before its start and serves no strong read.
+// A quiet replica's background round may be aged (ProofRequest.AcceptAged,
+// Proof.Aged): a cascaded replica's upkeep answered from its upstream's
+// last round, which moves AsOf to before its start and serves no strong
+// read.
 //
 // A round is the replica's own (a ReadIndex through the leader) or, with
 // via set (--read-index-via), may be a hub's read index applied here. Both
@@ -37,7 +38,7 @@ import (
 type Freshness struct {
 	lg       *zap.Logger
 	clock    clockwork.Clock
-	round    func(context.Context) error
+	prover   Prover
 	interval time.Duration
 	timeout  time.Duration
 	observe  func(d time.Duration, own bool, err error)
@@ -94,7 +95,7 @@ type Freshness struct {
 		ownStart    time.Time
 		ownEnded    time.Time
 		// ownAgeable: the own round in flight may prove the store fresh
-		// only as of before ownStart (AcceptAged); proofLag is how much
+		// only as of before ownStart (an aged proof); proofLag is how much
 		// before its start the last own round's proof was (ProofLag).
 		ownAgeable bool
 		proofLag   time.Duration
@@ -128,13 +129,14 @@ type Freshness struct {
 // the idle interval.
 const idleAfter = 5 * time.Second
 
-// NewFreshness returns a tracker whose rounds call round (in a replica,
-// EtcdServer.LinearizableReadNotify: a ReadIndex through the leader, then a
-// wait until it is applied here). A round runs every interval, and on demand
-// no sooner than minGap after the previous one. observe, if not nil, is told
-// each round's duration, whether it was an own round, and its outcome.
-func NewFreshness(lg *zap.Logger, clock clockwork.Clock, interval, minGap, timeout time.Duration, round func(context.Context) error, observe func(d time.Duration, own bool, err error)) *Freshness {
-	f := &Freshness{lg: lg, clock: clock, round: round, interval: interval, timeout: timeout, observe: observe, kick: make(chan struct{}, 1)}
+// NewFreshness returns a tracker whose own rounds ask p for a proof (in a
+// learner replica, EtcdServer.LinearizableReadNotify: a ReadIndex through
+// the leader, then a wait until it is applied here). A round runs every
+// interval, and on demand no sooner than minGap after the previous one.
+// observe, if not nil, is told each round's duration, whether it was an own
+// round, and its outcome.
+func NewFreshness(lg *zap.Logger, clock clockwork.Clock, interval, minGap, timeout time.Duration, p Prover, observe func(d time.Duration, own bool, err error)) *Freshness {
+	f := &Freshness{lg: lg, clock: clock, prover: p, interval: interval, timeout: timeout, observe: observe, kick: make(chan struct{}, 1)}
 	f.batch.minGap = minGap
 	f.mu.changed = make(chan struct{})
 	return f
@@ -192,7 +194,7 @@ func (f *Freshness) WaitRound(ctx context.Context) error {
 }
 
 // waitRound returns once round target, or a later one, has completed (an
-// aged round completes none: see ProvedAged).
+// aged round completes none: see Proof).
 func (f *Freshness) waitRound(ctx context.Context, target uint64) error {
 	return f.wait(ctx, false,
 		func() bool { return f.mu.completed >= target },

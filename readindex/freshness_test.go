@@ -33,7 +33,7 @@ func (f *fakeRounds) round(ctx context.Context) error {
 func TestFreshnessMovesToTheStartOfTheLastCompletedRound(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	fr := newFakeRounds()
-	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, fr.round, nil)
+	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, ProverFunc(fr.round), nil)
 
 	if !f.AsOf().IsZero() {
 		t.Fatal("fresh before any round")
@@ -67,7 +67,7 @@ func TestWaitFreshAsksForARoundAndWaitsForIt(t *testing.T) {
 	fr := newFakeRounds()
 	// The periodic tick never fires on its own here: only a waiter's ask
 	// can start a round.
-	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, fr.round, nil)
+	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, ProverFunc(fr.round), nil)
 	runLoop(t, f)
 
 	need := clock.Now()
@@ -88,7 +88,7 @@ func TestWaitFreshAsksForARoundAndWaitsForIt(t *testing.T) {
 func TestWaitFreshFailsAtTheDeadlineWhileRoundsFail(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	fr := newFakeRounds()
-	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, fr.round, nil)
+	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, ProverFunc(fr.round), nil)
 	runLoop(t, f)
 
 	wctx, wcancel := context.WithCancel(context.Background())
@@ -108,7 +108,7 @@ func TestWaitFreshFailsAtTheDeadlineWhileRoundsFail(t *testing.T) {
 func TestWaitRoundNeedsARoundThatStartedAfterTheCall(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	fr := newFakeRounds()
-	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, fr.round, nil)
+	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, ProverFunc(fr.round), nil)
 	runLoop(t, f)
 
 	first := make(chan error, 1)
@@ -139,7 +139,7 @@ func TestWaitRoundNeedsARoundThatStartedAfterTheCall(t *testing.T) {
 func TestRoundsAreSpacedByTheBatchInterval(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	fr := newFakeRounds()
-	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 5*time.Millisecond, time.Minute, fr.round, nil)
+	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 5*time.Millisecond, time.Minute, ProverFunc(fr.round), nil)
 	ctx := runLoop(t, f)
 
 	first := make(chan error, 1)
@@ -229,7 +229,7 @@ func waitUntil(t *testing.T, cond func() bool) {
 func TestRoundsSlowDownWhileNoBoundedReadComes(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	fr := newFakeRounds()
-	f := NewFreshness(zaptest.NewLogger(t), clock, 50*time.Millisecond, 0, time.Minute, fr.round, nil)
+	f := NewFreshness(zaptest.NewLogger(t), clock, 50*time.Millisecond, 0, time.Minute, ProverFunc(fr.round), nil)
 	f.idleInterval = time.Second
 	ctx := runLoop(t, f)
 

@@ -1,19 +1,73 @@
 package readindex
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
-// Member is what the ReadIndex machinery needs of the replica's etcd member,
+// What the ReadIndex machinery needs of the store it proves fresh,
 // declared here, where it is used, as etcd's read package declares the
-// server it needs. *etcdserver.EtcdServer has the first five methods; the
-// front's adapter (readpath/member.go) adds the cluster's identity and
-// member list, which etcd gives as its own types. Nothing here links an
-// etcd server package.
-type Member interface {
-	// LinearizableReadNotify returns once a ReadIndex through the leader,
-	// requested after the call, is applied here: an own round.
-	LinearizableReadNotify(ctx context.Context) error
-	// Lead is the member raft takes for leader; 0 for none.
-	Lead() uint64
+// server it needs: a Source. A learner replica's member and a cascaded
+// replica's store are its two kinds (readpath adapts the first, cascade
+// the second); nothing here links an etcd package.
+
+// Source is a store the machinery proves fresh.
+type Source struct {
+	// Prover proves the store fresh (own rounds).
+	Prover Prover
+	// Lead is who proves it, as a number: raft's leader for a learner's
+	// member, the upstream followed for a cascaded replica; 0 for none.
+	// Contact counts what was received from it: LeaderContact reads both.
+	Lead    func() uint64
+	Contact ContactSource
+	// Raft, of a learner's member only (nil otherwise), is what rounds
+	// through hubs (--read-index-via) need.
+	Raft Raft
+}
+
+// Prover proves the store fresh: Prove returns once a proof asked after
+// the call holds here. Every write acknowledged before the call is then
+// visible in the store — or, for an aged proof, every write acknowledged
+// Proof.Age before it.
+type Prover interface {
+	Prove(ctx context.Context, req ProofRequest) (Proof, error)
+}
+
+// ProofRequest says what a round may take for a proof.
+type ProofRequest struct {
+	// Background: no read waited for the round when it began (freshness
+	// only). A prover that asks another replica says so, so that the one
+	// asked does not count it as client demand (wire.BackgroundKey).
+	Background bool
+	// AcceptAged is how much older than the request the proof may be: a
+	// quiet replica's background round, which an upstream may answer from
+	// its own last round (see Freshness). 0: the proof must be as of the
+	// request.
+	AcceptAged time.Duration
+}
+
+// Proof is what a round proved.
+type Proof struct {
+	// Aged: the proof is Age older than the request (taken under
+	// ProofRequest.AcceptAged); it moves the store's freshness to the
+	// round's start less Age, and serves no strong read (a read may have
+	// begun waiting after the round began, and the proof predates it).
+	Aged bool
+	Age  time.Duration
+}
+
+// ProverFunc is a Prover whose proofs are as of the request: a ReadIndex
+// round through the leader (etcd's LinearizableReadNotify).
+type ProverFunc func(ctx context.Context) error
+
+// Prove runs f.
+func (f ProverFunc) Prove(ctx context.Context, _ ProofRequest) (Proof, error) { return Proof{}, f(ctx) }
+
+// Raft is what rounds through hubs need of a learner's member: its raft
+// term, commit and apply, and its cluster and member list (replicated by
+// raft). *etcdserver.EtcdServer has the first three; readpath adapts the
+// rest.
+type Raft interface {
 	// Term and CommittedIndex are the member's raft term and commit index.
 	Term() uint64
 	CommittedIndex() uint64
@@ -33,16 +87,17 @@ type Peer struct {
 	ClientURLs []string
 }
 
-// ContactSource tells how much raft traffic the member has received from
-// another member: a count that moves with every raft message from it,
-// heartbeats included, and stops when the link does. LeaderContact reads it
-// for the member raft names leader.
+// ContactSource tells how much traffic the store has received from who
+// proves it (Source.Lead): for a learner's member, raft traffic from a
+// member — a count that moves with every raft message from it, heartbeats
+// included, and stops when the link does; for a cascaded replica, what the
+// upstream followed sent. LeaderContact reads it for Lead.
 //
-// etcd keeps this in its raft transport (rafthttp), which the member does not
-// expose; in a replica it is read from the transport's
+// etcd keeps the raft count in its transport (rafthttp), which the member
+// does not expose; in a replica it is read from the transport's
 // etcd_network_peer_received_bytes_total (readpath/contact_metric.go says
 // why, and what else was looked at).
 type ContactSource interface {
-	// ReceivedFrom is the count for member id; 0 if none is known.
+	// ReceivedFrom is the count for id; 0 if none is known.
 	ReceivedFrom(id uint64) float64
 }

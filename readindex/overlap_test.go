@@ -31,7 +31,7 @@ func (h *hubCalls) round(ctx context.Context) (bool, error) {
 // with at most hubMax hub rounds in flight.
 func overlapFreshness(t *testing.T, clock clockwork.Clock, hubMax int) (*Freshness, *hubCalls) {
 	h := &hubCalls{calls: make(chan chan error, 16)}
-	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, newFakeRounds().round, nil)
+	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, ProverFunc(newFakeRounds().round), nil)
 	f.via, f.shared, f.hubMax = h.round, func() bool { return true }, hubMax
 	runLoop(t, f)
 	return f, h

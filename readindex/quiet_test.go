@@ -21,7 +21,7 @@ func quietFreshness(t *testing.T) (*Freshness, *clockwork.FakeClock, *fakeRounds
 func freshnessLoop(t *testing.T, quiet time.Duration) (*Freshness, *clockwork.FakeClock, *fakeRounds, context.Context) {
 	clock := clockwork.NewFakeClock()
 	fr := newFakeRounds()
-	f := NewFreshness(zaptest.NewLogger(t), clock, 50*time.Millisecond, 0, time.Minute, fr.round, nil)
+	f := NewFreshness(zaptest.NewLogger(t), clock, 50*time.Millisecond, 0, time.Minute, ProverFunc(fr.round), nil)
 	f.idleInterval, f.quietInterval = time.Second, quiet
 	return f, clock, fr, runLoop(t, f)
 }

@@ -4,11 +4,11 @@
 // other replicas (--read-index-via: viaRounds, hubHealth, the protocol in
 // protocol.go).
 //
-// It needs of the member only what Member declares, and of the raft
-// transport what ContactSource declares; it links no etcd package. The
-// front (package readpath) builds a Tracker on the replica's member, waits
-// on its Freshness for strong and bounded reads, and reads its
-// LeaderContact for require-leader, /readyz and the answer headers.
+// It needs of the store it proves fresh only what Source declares; it links
+// no etcd package. The front (package readpath) builds a Tracker on its
+// source (a learner's member, or a cascaded replica's store), waits on its
+// Freshness for strong and bounded reads, and reads its LeaderContact for
+// require-leader, /readyz and the answer headers.
 package readindex
 
 import (
@@ -110,20 +110,25 @@ func (r *RoundTime) Observe(d time.Duration) {
 // Get is the round-trip time followed so far.
 func (r *RoundTime) Get() time.Duration { return time.Duration(r.ns.Load()) }
 
-// New builds the machinery on m, with leader contact told by src; Run
-// starts it.
-func New(cfg Config, m Member, src ContactSource) (*Tracker, error) {
+// New builds the machinery on src; Run starts it.
+func New(cfg Config, src Source) (*Tracker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if src.Prover == nil || src.Lead == nil || src.Contact == nil {
+		return nil, errors.New("readindex: Source needs a Prover, Lead and Contact")
+	}
+	if len(cfg.ViaURLs) > 0 && src.Raft == nil {
+		return nil, errors.New("readindex: --read-index-via: rounds through hubs need a learner's raft (Source.Raft)")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clockwork.NewRealClock()
 	}
 	t := &Tracker{election: cfg.Election}
-	t.contact = NewLeaderContact(cfg.Clock, m.Lead, src)
+	t.contact = NewLeaderContact(cfg.Clock, src.Lead, src.Contact)
 	met := newMetrics(cfg.Registerer, func() float64 { return min(t.fresh.Age().Seconds(), math.MaxInt32) },
 		func() float64 { return t.fresh.Period().Seconds() })
-	t.fresh = NewFreshness(cfg.Logger, cfg.Clock, cfg.Interval, cfg.BatchInterval, cfg.RoundTimeout, m.LinearizableReadNotify,
+	t.fresh = NewFreshness(cfg.Logger, cfg.Clock, cfg.Interval, cfg.BatchInterval, cfg.RoundTimeout, src.Prover,
 		func(d time.Duration, own bool, err error) {
 			met.observeRound(d.Seconds(), err)
 			if own && err == nil { // the leader answered a round that started d ago
@@ -132,9 +137,10 @@ func New(cfg Config, m Member, src ContactSource) (*Tracker, error) {
 			}
 		})
 	if len(cfg.ViaURLs) > 0 {
-		local := memberLocal(m, t.contact, cfg.Election)
+		local := memberLocal(src.Raft, t.contact, cfg.Election)
 		local.roundTook = t.roundTook.Get
-		v := newViaRounds(cfg.Logger.Named("via"), cfg.via(), cfg.Clock, local, m.LinearizableReadNotify, cfg.Registerer)
+		own := func(ctx context.Context) error { _, err := src.Prover.Prove(ctx, ProofRequest{}); return err }
+		v := newViaRounds(cfg.Logger.Named("via"), cfg.via(), cfg.Clock, local, own, cfg.Registerer)
 		registerHubRounds(cfg.Registerer, t.fresh.HubRounds)
 		t.fresh.via, t.fresh.shared, t.fresh.hubMax = v.round, v.useHub, cfg.ViaInFlight
 	}
@@ -174,7 +180,7 @@ func (t *Tracker) Run(ctx context.Context) {
 // member list (replicated by raft), its term, commit index and applied
 // index, and whether its raft heard from the leader within an election
 // timeout.
-func memberLocal(m Member, contact *LeaderContact, election time.Duration) viaLocal {
+func memberLocal(m Raft, contact *LeaderContact, election time.Duration) viaLocal {
 	return viaLocal{
 		cluster:   idHex(m.ClusterID()),
 		members:   m.Peers,

@@ -20,7 +20,7 @@ import (
 // own: wantOwn (a background round), or a bounded read waits for it; it
 // takes a hub slot if a hub is usable (hubUsable), else it is an own
 // round (through via, which falls back to one). If ageable, an own
-// background round may come back aged (see AcceptAged).
+// background round may come back aged (see ProofRequest.AcceptAged).
 func (f *Freshness) begin(wantOwn, hubUsable, ageable bool) (r round) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -58,60 +58,13 @@ type round struct {
 	viaHub, hubSlot bool
 	// background: no read waited for it when it began (see Background);
 	// ageable: it may prove the store fresh as of before its start (see
-	// AcceptAged).
+	// ProofRequest.AcceptAged).
 	background, ageable bool
-}
-
-type backgroundKey struct{}
-
-// Background reports whether ctx is a round's that no read waited for when
-// it began: a background round, for freshness only. A member whose round
-// asks another replica (a cascaded replica's) says so, so that the replica
-// asked does not count it as client demand (wire.BackgroundKey).
-func Background(ctx context.Context) bool { return ctx.Value(backgroundKey{}) != nil }
-
-// agedKey holds, in a background round's context, its *agedProof.
-type agedKey struct{}
-
-// agedProof is what a background round may accept (AcceptAged) and what it
-// proved (ProvedAged).
-type agedProof struct {
-	accept time.Duration
-	mu     sync.Mutex
-	proved time.Duration
-	set    bool
-}
-
-// AcceptAged is how much older than its start a quiet replica's
-// background round's proof may be: the quiet period (see Quiet). A round
-// answered from an upstream's own last round, no older than that, keeps a
-// replica nobody reads from within two quiet periods of fresh at no cost
-// to its upstream (the ready gauge allows for it: see ProofLag). 0 for
-// every other round — one a read waits for, Round's, any while the
-// replica is asked for reads — which proves the state as of its start.
-func AcceptAged(ctx context.Context) time.Duration {
-	if a, ok := ctx.Value(agedKey{}).(*agedProof); ok {
-		return a.accept
-	}
-	return 0
-}
-
-// ProvedAged tells the background round of ctx that it proved the store
-// fresh as of d before its start, not as of its start: a cascaded
-// replica's upkeep answered from its upstream's last round, d that round's
-// age (wire.StalenessBoundKey). The round then moves AsOf to its start
-// less d and serves no strong read. Ignored in any other round's context.
-func ProvedAged(ctx context.Context, d time.Duration) {
-	if a, ok := ctx.Value(agedKey{}).(*agedProof); ok {
-		a.mu.Lock()
-		a.proved, a.set = max(d, 0), true
-		a.mu.Unlock()
-	}
 }
 
 // ProofLag is how much older than its start the last own round's proof
 // was: 0 after a round that proved the state as of its start, d after one
-// answered aged (ProvedAged). A replica keeps its schedule while its age is
+// answered aged (Proof.Aged). A replica keeps its schedule while its age is
 // within its period plus this (and a margin).
 func (f *Freshness) ProofLag() time.Duration {
 	f.mu.Lock()
@@ -119,25 +72,15 @@ func (f *Freshness) ProofLag() time.Duration {
 	return f.mu.proofLag
 }
 
-// result is what the round proved: aged, if ProvedAged was told.
-func (a *agedProof) result() (d time.Duration, aged bool) {
-	if a == nil {
-		return 0, false
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.proved, a.set
-}
-
 // finish records the end of round r: if it succeeded, strong reads waiting
 // for it may read, and if it was an own round, the store is fresh as of
-// its start — or, if its proof was aged (ProvedAged), as of that much
+// its start — or, if its proof was aged (Proof.Aged), as of that much
 // before its start, and no strong read may read by it: a read may have
 // begun waiting for it after it started (WaitRound takes the next round's
 // number, then registers), and its proof predates the round. Waiters
 // re-examine either way: those a failed or aged round would have served
 // register for the next.
-func (f *Freshness) finish(r round, own bool, aged *agedProof, err error) {
+func (f *Freshness) finish(r round, own bool, proof Proof, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.clock.Now()
@@ -157,9 +100,12 @@ func (f *Freshness) finish(r round, own bool, aged *agedProof, err error) {
 		f.mu.failedAt = now
 	} else {
 		f.mu.failedAt = time.Time{}
-		d, isAged := aged.result()
+		d, isAged := proof.Age, r.ageable && proof.Aged
 		if !isAged {
 			f.mu.completed = max(f.mu.completed, r.n)
+		}
+		if !isAged {
+			d = 0 // only a round that could take an aged proof is aged
 		}
 		if own {
 			f.mu.proofLag = d
@@ -278,19 +224,15 @@ func (f *Freshness) Round(ctx context.Context) { f.run(ctx, f.begin(true, false,
 // run does round r: through via if r.viaHub, else an own round.
 func (f *Freshness) run(ctx context.Context, r round) {
 	rctx, cancel := context.WithTimeout(ctx, f.timeout)
-	var aged *agedProof
-	if r.background {
-		rctx = context.WithValue(rctx, backgroundKey{}, true)
+	req := ProofRequest{Background: r.background}
+	if r.ageable {
+		req.AcceptAged = f.Period()
 	}
-	if accept := f.Period(); r.ageable && accept > 0 {
-		aged = &agedProof{accept: accept}
-		rctx = context.WithValue(rctx, agedKey{}, aged)
-	}
-	own, err := true, error(nil)
+	own, err, proof := true, error(nil), Proof{}
 	if r.viaHub {
 		own, err = f.via(rctx)
 	} else {
-		err = f.round(rctx)
+		proof, err = f.prover.Prove(rctx, req)
 	}
 	cancel()
 	if f.observe != nil {
@@ -299,5 +241,5 @@ func (f *Freshness) run(ctx context.Context, r round) {
 	if err != nil && ctx.Err() == nil {
 		f.lg.Debug("freshness round failed", zap.Error(err))
 	}
-	f.finish(r, own, aged, err)
+	f.finish(r, own, proof, err)
 }

@@ -45,7 +45,7 @@ type roundObservation struct {
 func viaFreshness(t *testing.T, clock clockwork.Clock) (*Freshness, *fakeRounds, *fakeViaRounds, chan roundObservation) {
 	fr, via := newFakeRounds(), newFakeViaRounds()
 	seen := make(chan roundObservation, 16)
-	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, fr.round,
+	f := NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, ProverFunc(fr.round),
 		func(_ time.Duration, own bool, err error) { seen <- roundObservation{own, err} })
 	f.via, f.shared = via.round, func() bool { return true }
 	return f, fr, via, seen
@@ -125,7 +125,7 @@ func TestABoundedReadGetsAnOwnRound(t *testing.T) {
 func TestBackgroundRoundsAreOwn(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	fr, via := newFakeRounds(), newFakeViaRounds()
-	f := NewFreshness(zaptest.NewLogger(t), clock, 50*time.Millisecond, 0, time.Minute, fr.round, nil)
+	f := NewFreshness(zaptest.NewLogger(t), clock, 50*time.Millisecond, 0, time.Minute, ProverFunc(fr.round), nil)
 	f.via, f.shared = via.round, func() bool { return true }
 	ctx := runLoop(t, f)
 	if err := clock.BlockUntilContext(ctx, 1); err != nil {

@@ -21,10 +21,9 @@ import (
 // writes, so every client write, lease, auth, member and alarm call goes
 // to the upstreams, and every answer names the source cluster.
 type Cascade struct {
-	// Member and Contact are the store as the ReadIndex machinery needs
-	// it: a round asks an upstream for a linearizable revision.
-	Member  readindex.Member
-	Contact readindex.ContactSource
+	// Rounds is the store as the ReadIndex machinery needs it: a round
+	// asks an upstream for a linearizable revision.
+	Rounds readindex.Source
 	// Upstream is a client of the upstreams, for what is forwarded.
 	Upstream *clientv3.Client
 	// Cluster is the source cluster's ID, in every answer's header.

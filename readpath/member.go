@@ -1,6 +1,8 @@
 package readpath
 
 import (
+	"context"
+
 	"go.etcd.io/etcd/server/v3/etcdserver"
 	"go.etcd.io/etcd/server/v3/storage/schema"
 
@@ -8,12 +10,22 @@ import (
 )
 
 // etcdMember is the replica's embedded member as the ReadIndex machinery
-// needs it (readindex.Member): *etcdserver.EtcdServer has the raft and
-// round methods, and the cluster's identity and member list are turned
-// from etcd's types into readindex's here.
+// needs it: its proofs (readindex.Prover: a ReadIndex round through the
+// leader) and its raft (readindex.Raft: *etcdserver.EtcdServer has the raft
+// methods, and the cluster's identity and member list are turned from
+// etcd's types into readindex's here).
 type etcdMember struct{ *etcdserver.EtcdServer }
 
-var _ readindex.Member = etcdMember{}
+var (
+	_ readindex.Prover = etcdMember{}
+	_ readindex.Raft   = etcdMember{}
+)
+
+// Prove does a ReadIndex round through the leader and waits until it is
+// applied here (etcd's LinearizableReadNotify): a proof as of the request.
+func (m etcdMember) Prove(ctx context.Context, _ readindex.ProofRequest) (readindex.Proof, error) {
+	return readindex.Proof{}, m.LinearizableReadNotify(ctx)
+}
 
 // ClusterID is the cluster's ID.
 func (m etcdMember) ClusterID() uint64 { return uint64(m.Cluster().ID()) }

@@ -121,7 +121,7 @@ func (r *readiness) ownChecks() map[string]func(context.Context) error {
 // pass and the freshness loop keeps its own schedule (the last round within
 // MaxStaleness plus the loop's period, plus how much older than its start
 // the last round's proof was: a quiet cascaded replica's upkeep is answered
-// from its upstream's last round, see readindex.AcceptAged), else 0. It does no round: a scrape
+// from its upstream's last round, see readindex.ProofRequest), else 0. It does no round: a scrape
 // must not wake a quiet replica (whose rounds are --freshness-quiet-interval
 // apart) nor cost the leader a round, and a replica whose rounds fail or
 // stop falls behind its schedule within a period. So an unready replica

@@ -135,7 +135,7 @@ func (c Config) Validate() error {
 	if c.KeepAlive.MinTime <= 0 || c.KeepAlive.Interval <= 0 || c.KeepAlive.Timeout <= 0 {
 		problems = append(problems, fmt.Errorf("readpath: KeepAlive %+v: every duration must be more than 0", c.KeepAlive))
 	}
-	if cc := c.Cascade; cc != nil && (cc.Member == nil || cc.Contact == nil || cc.Upstream == nil || cc.Fence == nil || cc.Enter == nil || cc.Stalled == nil ||
+	if cc := c.Cascade; cc != nil && (cc.Rounds.Prover == nil || cc.Upstream == nil || cc.Fence == nil || cc.Enter == nil || cc.Stalled == nil ||
 		cc.Leader == nil || cc.Quota == nil || cc.WaitRevision == nil || cc.CheckWrite == nil || cc.Progress == nil || cc.Chain == nil || cc.Permit == nil || cc.IssueAt == nil) {
 		problems = append(problems, errors.New("readpath: Config.Cascade: every field must be set"))
 	}
@@ -211,12 +211,9 @@ func New(cfg Config) (*Front, error) {
 // the front's metrics.
 func (f *Front) newFreshness(cfg Config, election time.Duration) error {
 	s := cfg.Server
-	var member readindex.Member = etcdMember{s}
-	var contact readindex.ContactSource
+	src := readindex.Source{Prover: etcdMember{s}, Lead: s.Lead, Contact: newMetricContact(cfg.Gatherer), Raft: etcdMember{s}}
 	if c := cfg.Cascade; c != nil {
-		member, contact = c.Member, c.Contact
-	} else {
-		contact = newMetricContact(cfg.Gatherer)
+		src = c.Rounds
 	}
 	ri, err := readindex.New(readindex.Config{
 		Settings:     cfg.ReadIndex,
@@ -227,7 +224,7 @@ func (f *Front) newFreshness(cfg Config, election time.Duration) error {
 		Election:     election,
 		ViaClient:    cfg.ViaClient,
 		ViaToken:     cfg.ViaToken,
-	}, member, contact)
+	}, src)
 	if err != nil {
 		return err
 	}

@@ -74,7 +74,7 @@ func send[T any](t *testing.T, ch chan<- T, v T) {
 func TestReadIndexHandlerAnswersAfterARoundThatStartedAfterTheRequest(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	fr := newFakeRounds()
-	f := readindex.NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, fr.round, nil)
+	f := readindex.NewFreshness(zaptest.NewLogger(t), clock, time.Hour, 0, time.Minute, readindex.ProverFunc(fr.round), nil)
 	runLoop(t, f)
 	var applied atomic.Uint64
 	applied.Store(10)
@@ -116,7 +116,7 @@ func TestReadIndexHandlerAnswersAfterARoundThatStartedAfterTheRequest(t *testing
 // A caller that authorize refuses gets 401 and costs no round.
 func TestReadIndexHandlerRefusesWhomAuthorizeRefuses(t *testing.T) {
 	fr := newFakeRounds()
-	f := readindex.NewFreshness(zaptest.NewLogger(t), clockwork.NewFakeClock(), time.Hour, 0, time.Minute, fr.round, nil)
+	f := readindex.NewFreshness(zaptest.NewLogger(t), clockwork.NewFakeClock(), time.Hour, 0, time.Minute, readindex.ProverFunc(fr.round), nil)
 	runLoop(t, f)
 	var checked atomic.Int32
 	srv := httptest.NewServer(readIndexHandler(f, func(nonce string) readindex.Answer { return readindex.NewAnswer(0xc1, hubID, 5, 1, nonce) },

@@ -153,7 +153,7 @@ func startFront(ctx context.Context, cfg config.Replica, opts Options, reg prome
 	}
 	rc := frontConfig(opts.Logger, cfg, st.Server(), ls.tls, opts)
 	rc.Registerer = reg
-	rc.Cascade = &readpath.Cascade{Member: st.Member(), Contact: st.Contact(), Upstream: st.Forwarder(), Cluster: st.Cluster(),
+	rc.Cascade = &readpath.Cascade{Rounds: st.Rounds(), Upstream: st.Forwarder(), Cluster: st.Cluster(),
 		Leader: st.SourceLeader, Quota: st.SourceQuota, WaitRevision: st.WaitRevision, CheckWrite: st.CheckWrite, Chain: st.Chain, Permit: st.Permit, IssueAt: st.IssueAt,
 		Fence: st.Fence(), Enter: st.Enter, Stalled: st.Stalled,
 		Progress: func() (int64, int64) { return st.Revision(), st.SourceRevision() }}
