@@ -54,7 +54,7 @@ func inProcessEtcd(t testing.TB) *embed.Etcd {
 // connection to it and what Serve returned, once Stop has been called.
 func serveFront(t testing.TB, e *embed.Etcd) (*Front, *grpc.ClientConn, <-chan error) {
 	t.Helper()
-	f, err := New(Config{Server: e.Server, Logger: zap.NewNop(), MaxStaleness: 0,
+	f, err := New(Config{Source: NewMember(e.Server, nil), Logger: zap.NewNop(), MaxStaleness: 0,
 		ReadIndex: readindex.Settings{Interval: 50 * time.Millisecond, BatchInterval: time.Millisecond}, Ready: ReadyConfig{MaxLag: 1000, MaxStaleness: 5 * time.Second},
 		KeepAlive: KeepAlive{MinTime: 5 * time.Second, Interval: time.Hour, Timeout: 20 * time.Second}})
 	if err != nil {

@@ -23,7 +23,7 @@ type probeAnswer struct {
 	zone      string
 	roleState func() string
 	// compaction tells the auto-compaction the replica would run as
-	// leader (wire.CompactionKey); nil for a cascaded replica.
+	// leader (wire.CompactionKey); nil for a source that runs none.
 	compaction func() string
 	// freshness is the freshness age; contact, the time since the leader
 	// was last heard from (false if never).

@@ -148,8 +148,9 @@ func (s *kvServer) readMode(ctx context.Context, serializable bool) (string, err
 		return modeWeak, nil
 	}
 	if !isBackground(ctx) {
-		// A cascaded replica's upkeep (a bounded read answered from the
-		// last round, see cascade) is no client's demand for rounds.
+		// A replica's upkeep (wire.BackgroundKey: a bounded read a
+		// replica fed by this one answers from its last round) is no
+		// client's demand for rounds.
 		s.fresh.Demand(bound)
 	}
 	need := s.clock.Now().Add(-bound)

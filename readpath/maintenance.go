@@ -32,7 +32,9 @@ type maintenanceServer struct {
 	srv *etcdserver.EtcdServer
 }
 
-func newMaintenanceServer(srv *etcdserver.EtcdServer) *maintenanceServer {
+// NewMaintenanceServer is etcd's Maintenance on srv, as a front serves it
+// (see maintenanceServer).
+func NewMaintenanceServer(srv *etcdserver.EtcdServer) pb.MaintenanceServer {
 	return &maintenanceServer{MaintenanceServer: v3rpc.NewMaintenanceServer(srv, nil), srv: srv}
 }
 
@@ -51,7 +53,7 @@ func (m *maintenanceServer) Defragment(ctx context.Context, _ *pb.DefragmentRequ
 		err = m.srv.AuthStore().IsAdminPermitted(ai)
 	}
 	if err != nil {
-		return nil, authError(err)
+		return nil, AuthError(err)
 	}
 	if err := m.srv.Defragment(); err != nil {
 		return nil, rpctypes.Error(err)
@@ -59,8 +61,8 @@ func (m *maintenanceServer) Defragment(ctx context.Context, _ *pb.DefragmentRequ
 	return &pb.DefragmentResponse{Header: m.header()}, nil
 }
 
-// authError is etcd's togRPCError for the errors of an admin check.
-func authError(err error) error {
+// AuthError is etcd's togRPCError for the errors of an auth check.
+func AuthError(err error) error {
 	for _, e := range []struct{ auth, grpc error }{
 		{auth.ErrUserEmpty, rpctypes.ErrGRPCUserEmpty},
 		{auth.ErrPermissionDenied, rpctypes.ErrGRPCPermissionDenied},

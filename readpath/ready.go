@@ -31,9 +31,6 @@ const (
 	// replica (a quiet one: no client requests, so rounds far apart) does
 	// a round for the probe.
 	checkFreshness = "freshness"
-	// checkUpstream, a cascaded replica's: its store follows an
-	// upstream's watch, and may be served (Cascade.Stalled says why not).
-	checkUpstream = "upstream"
 	// etcdNonLearner is etcd's readyz check that fails every learner.
 	etcdNonLearner = "non_learner"
 	// etcdLinearizableRead is etcd's readyz check that does a ReadIndex
@@ -63,16 +60,17 @@ type readiness struct {
 	applied  func() (applied, committed uint64)
 	contact  *readindex.LeaderContact
 	fresh    *readindex.Freshness
-	// stalled, for a cascaded replica, is checkUpstream (nil: no such
-	// check). Its store is a member of its own, whose etcd
-	// linearizable_read check proves nothing of the source's freshness.
-	stalled func() error
+	// extra are the source's own checks (Services.Ready); proves:
+	// etcd's linearizable_read check proves the store fresh
+	// (Services.ProvesFreshness: not a private store's).
+	extra  map[string]func() error
+	proves bool
 }
 
 func (r *readiness) checks() map[string]func(context.Context) error {
 	checks := r.ownChecks()
-	if r.stalled != nil {
-		checks[checkUpstream] = func(context.Context) error { return r.stalled() }
+	for name, check := range r.extra {
+		checks[name] = func(context.Context) error { return check() }
 	}
 	return checks
 }
@@ -120,8 +118,7 @@ func (r *readiness) ownChecks() map[string]func(context.Context) error {
 // gauge is understudy_replica_ready: 1 while caught_up and leader_contact
 // pass and the freshness loop keeps its own schedule (the last round within
 // MaxStaleness plus the loop's period, plus how much older than its start
-// the last round's proof was: a quiet cascaded replica's upkeep is answered
-// from its upstream's last round, see readindex.ProofRequest), else 0. It does no round: a scrape
+// the last round's proof was: an aged proof, see readindex.Proof), else 0. It does no round: a scrape
 // must not wake a quiet replica (whose rounds are --freshness-quiet-interval
 // apart) nor cost the leader a round, and a replica whose rounds fail or
 // stop falls behind its schedule within a period. So an unready replica
@@ -132,8 +129,8 @@ func (r *readiness) gauge() prometheus.GaugeFunc {
 		Help: "1 while the replica is caught up, hears from its leader (a cascaded replica: follows an upstream's watch and may serve its store) and its freshness rounds keep their schedule (the last within --ready-max-staleness plus the current round period, plus the age of its upstream's proof for a quiet cascaded replica), else 0. A scrape does no round."},
 		func() float64 {
 			checks := r.checks()
-			for _, name := range []string{checkCaughtUp, checkLeaderContact, checkUpstream} {
-				if check, ok := checks[name]; ok && check(context.Background()) != nil {
+			for name, check := range checks {
+				if name != checkFreshness && check(context.Background()) != nil {
 					return 0
 				}
 			}
@@ -190,7 +187,7 @@ func (r *readiness) handler(etcd http.Handler) http.Handler {
 		}
 		start := r.clock.Now()
 		etcdLines := r.etcdChecks(etcd, req.WithContext(ctx), excluded)
-		if r.stalled == nil && slices.Contains(etcdLines, "[+]"+etcdLinearizableRead+" ok") {
+		if r.proves && slices.Contains(etcdLines, "[+]"+etcdLinearizableRead+" ok") {
 			// etcd's check is a ReadIndex round through the member's
 			// LinearizableReadNotify, as the replica's own rounds are,
 			// started after start: the store is fresh as of start, and

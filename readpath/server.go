@@ -49,7 +49,6 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/pkg/v3/debugutil"
 	"go.etcd.io/etcd/server/v3/etcdserver"
 	"go.uber.org/zap"
@@ -60,8 +59,8 @@ import (
 
 // Config configures a Front.
 type Config struct {
-	// Server is the replica's embedded etcd member (a learner).
-	Server *etcdserver.EtcdServer
+	// Source is what the front serves (see Source).
+	Source Source
 	// Logger is required.
 	Logger *zap.Logger
 	// Registerer receives the metrics; nil registers nothing.
@@ -102,14 +101,6 @@ type Config struct {
 	// --read-index-via hubs (readindex.Config).
 	ViaClient *http.Client
 	ViaToken  func(ctx context.Context) (string, error)
-	// Cascade, if set, serves a cascaded replica's store rather than a
-	// learner's (see Cascade).
-	Cascade *Cascade
-	// Gatherer is where etcd's own metrics are read from (its raft
-	// transport's received bytes tell leader contact, see
-	// contact_metric.go); nil means prometheus.DefaultGatherer, where etcd
-	// registers them.
-	Gatherer prometheus.Gatherer
 }
 
 // KeepAlive is etcd's gRPC keepalive settings.
@@ -120,8 +111,8 @@ type KeepAlive struct {
 // Validate reports every missing or bad field.
 func (c Config) Validate() error {
 	var problems []error
-	if c.Server == nil {
-		problems = append(problems, errors.New("readpath: Config.Server is nil"))
+	if c.Source == nil {
+		problems = append(problems, errors.New("readpath: Config.Source is nil"))
 	}
 	if c.Logger == nil {
 		problems = append(problems, errors.New("readpath: Config.Logger is nil"))
@@ -134,10 +125,6 @@ func (c Config) Validate() error {
 	}
 	if c.KeepAlive.MinTime <= 0 || c.KeepAlive.Interval <= 0 || c.KeepAlive.Timeout <= 0 {
 		problems = append(problems, fmt.Errorf("readpath: KeepAlive %+v: every duration must be more than 0", c.KeepAlive))
-	}
-	if cc := c.Cascade; cc != nil && (cc.Rounds.Prover == nil || cc.Upstream == nil || cc.Fence == nil || cc.Enter == nil || cc.Stalled == nil ||
-		cc.Leader == nil || cc.Quota == nil || cc.WaitRevision == nil || cc.CheckWrite == nil || cc.Progress == nil || cc.Chain == nil || cc.Permit == nil || cc.IssueAt == nil) {
-		problems = append(problems, errors.New("readpath: Config.Cascade: every field must be set"))
 	}
 	return errors.Join(problems...)
 }
@@ -153,19 +140,17 @@ type Front struct {
 	fresh      *readindex.Freshness
 	contact    *readindex.LeaderContact
 	m          *Metrics
-	v3c        *clientv3.Client
+	svc        Services
 	gw         *gateway
 	clientMux  http.Handler
 	metricsMux http.Handler
 
 	lw *leaderWatch
-	// runCtx ends at Stop: Run's loops end with it, and etcd's proxies
-	// a cascaded replica forwards with, whose goroutines have ended once
-	// proxiesDone are closed.
-	runCtx      context.Context
-	cancel      context.CancelFunc
-	wg          sync.WaitGroup
-	proxiesDone []<-chan struct{}
+	// runCtx ends at Stop: Run's loops end with it, and the goroutines
+	// the source's services started (closing svc.Done).
+	runCtx context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	mu struct {
 		sync.Mutex
@@ -183,10 +168,7 @@ func New(cfg Config) (*Front, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clockwork.NewRealClock()
 	}
-	if cfg.Gatherer == nil {
-		cfg.Gatherer = prometheus.DefaultGatherer
-	}
-	s := cfg.Server
+	s := cfg.Source.Server()
 	f := &Front{lg: cfg.Logger, s: s, tls: cfg.TLS}
 	election := time.Duration(s.Cfg.TickMs) * time.Duration(s.Cfg.ElectionTicks) * time.Millisecond
 	if err := f.newFreshness(cfg, election); err != nil {
@@ -194,27 +176,34 @@ func New(cfg Config) (*Front, error) {
 	}
 	f.lw = newLeaderWatch(f.contact, cfg.Clock, election)
 	f.runCtx, f.cancel = context.WithCancel(context.Background())
-	f.newGRPC(cfg, f.lw)
+	if err := f.newGRPC(cfg, f.lw); err != nil {
+		f.cancel()
+		return nil, err
+	}
 	if err := f.newHTTP(f.runCtx, cfg, election); err != nil {
 		f.cancel()
-		_ = f.v3c.Close()
-		for _, done := range f.proxiesDone {
-			<-done
-		}
+		f.closeServices()
 		return nil, err
 	}
 	return f, nil
+}
+
+// closeServices waits for the goroutines the source's services started
+// (runCtx has ended) and closes them.
+func (f *Front) closeServices() {
+	for _, done := range f.svc.Done {
+		<-done
+	}
+	if f.svc.Close != nil {
+		f.svc.Close()
+	}
 }
 
 // newFreshness builds the ReadIndex machinery (package readindex) on the
 // member, with leader contact from its raft transport's received bytes, and
 // the front's metrics.
 func (f *Front) newFreshness(cfg Config, election time.Duration) error {
-	s := cfg.Server
-	src := readindex.Source{Prover: etcdMember{s}, Lead: s.Lead, Contact: newMetricContact(cfg.Gatherer), Raft: etcdMember{s}}
-	if c := cfg.Cascade; c != nil {
-		src = c.Rounds
-	}
+	s := cfg.Source.Server()
 	ri, err := readindex.New(readindex.Config{
 		Settings:     cfg.ReadIndex,
 		Logger:       cfg.Logger,
@@ -224,7 +213,7 @@ func (f *Front) newFreshness(cfg Config, election time.Duration) error {
 		Election:     election,
 		ViaClient:    cfg.ViaClient,
 		ViaToken:     cfg.ViaToken,
-	}, src)
+	}, cfg.Source.Rounds())
 	if err != nil {
 		return err
 	}
@@ -236,21 +225,14 @@ func (f *Front) newFreshness(cfg Config, election time.Duration) error {
 // newHTTP builds what the client URL serves over HTTP (the JSON gateway,
 // health, readiness, the read index for hubs) and the metrics URL's mux.
 func (f *Front) newHTTP(ctx context.Context, cfg Config, election time.Duration) error {
-	s := cfg.Server
+	s := cfg.Source.Server()
 	gw, err := newGateway(ctx, f.grpc)
 	if err != nil {
 		return err
 	}
 	f.gw = gw
 	ready := &readiness{cfg: cfg.Ready, clock: cfg.Clock, election: election, contact: f.contact, fresh: f.fresh,
-		applied: func() (uint64, uint64) { return AppliedIndex(s), s.CommittedIndex() }}
-	if c := cfg.Cascade; c != nil {
-		ready.applied = func() (uint64, uint64) {
-			applied, source := c.Progress()
-			return uint64(applied), uint64(source)
-		}
-		ready.stalled = c.Stalled
-	}
+		applied: cfg.Source.Progress, extra: f.svc.Ready, proves: f.svc.ProvesFreshness}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(ready.gauge()); err != nil {
 			return fmt.Errorf("readpath: understudy_replica_ready: %w", err)
@@ -264,9 +246,9 @@ func (f *Front) newHTTP(ctx context.Context, cfg Config, election time.Duration)
 		cfg.Logger.Info("pprof is enabled", zap.String("path", debugutil.HTTPPrefixPProf))
 	}
 	f.clientMux, f.metricsMux = mux, metricsMux(cfg.Logger, s, ready)
-	if cfg.Cascade != nil {
-		// No raft index to answer with: a replica cascaded from this one
-		// asks it for a linearizable revision (a strong Range) instead.
+	if !f.svc.ServesHubs {
+		// No raft index to answer with (a replica fed by this one asks it
+		// for a linearizable revision instead).
 		return nil
 	}
 	mux.Handle(readindex.Path, readIndexHandler(f.fresh, func(nonce string) readindex.Answer {
@@ -343,12 +325,9 @@ func (f *Front) Stop() {
 	}
 	f.grpc.Stop()
 	f.gw.close()
-	_ = f.v3c.Close()
 	f.cancel()
 	f.wg.Wait()
-	for _, done := range f.proxiesDone {
-		<-done
-	}
+	f.closeServices()
 }
 
 // watchServer is etcd's watch service on the replica's own mvcc store,
@@ -358,10 +337,8 @@ type watchServer struct {
 	etcd   pb.WatchServer
 	m      *Metrics
 	answer *answerHeader
-	// permit, for a cascaded replica, checks each watch (permittedWatch).
-	permit Permit
-	rev    func() int64
-	ended  *endedTokens
+	// wrap, if set, wraps each stream (the source's check of each watch).
+	wrap func(pb.Watch_WatchServer) pb.Watch_WatchServer
 }
 
 var _ pb.WatchServer = (*watchServer)(nil)
@@ -374,8 +351,8 @@ func (w *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	if ans := w.answer.begin(stream.Context(), modeWeak); ans.h != nil {
 		_ = stream.SendHeader(ans.header(0)) // fails only if the stream is gone
 	}
-	if w.permit != nil {
-		stream = &permittedWatch{Watch_WatchServer: stream, permit: w.permit, rev: w.rev, ended: w.ended}
+	if w.wrap != nil {
+		stream = w.wrap(stream)
 	}
 	return w.etcd.Watch(stream)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/understudy-kv/understudy/backoff"
 	"github.com/understudy-kv/understudy/cascade"
+	"github.com/understudy-kv/understudy/cascade/source"
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/readpath"
 )
@@ -151,12 +152,8 @@ func startFront(ctx context.Context, cfg config.Replica, opts Options, reg prome
 	if err != nil {
 		return nil, err
 	}
-	rc := frontConfig(opts.Logger, cfg, st.Server(), ls.tls, opts)
+	rc := frontConfig(opts.Logger, cfg, source.New(st), ls.tls, opts)
 	rc.Registerer = reg
-	rc.Cascade = &readpath.Cascade{Rounds: st.Rounds(), Upstream: st.Forwarder(), Cluster: st.Cluster(),
-		Leader: st.SourceLeader, Quota: st.SourceQuota, WaitRevision: st.WaitRevision, CheckWrite: st.CheckWrite, Chain: st.Chain, Permit: st.Permit, IssueAt: st.IssueAt,
-		Fence: st.Fence(), Enter: st.Enter, Stalled: st.Stalled,
-		Progress: func() (int64, int64) { return st.Revision(), st.SourceRevision() }}
 	front, err := readpath.New(rc)
 	if err != nil {
 		ls.closeUnserved()

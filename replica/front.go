@@ -52,7 +52,7 @@ func (ls *listenerSet) closeUnserved() {
 
 // newFront builds the replica's etcd-compatible front on its member.
 func newFront(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cli *clientv3.Client, frontTLS *tls.Config, roleState *roleStatus, compaction *compaction, opts Options) (*readpath.Front, error) {
-	rc := frontConfig(lg, cfg, srv, frontTLS, opts)
+	rc := frontConfig(lg, cfg, readpath.NewMember(srv, nil), frontTLS, opts)
 	rc.RoleState, rc.Compaction = roleState.String, compaction.String
 	if err := viaClient(cfg, cli, &rc); err != nil {
 		return nil, err
@@ -60,11 +60,11 @@ func newFront(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cl
 	return readpath.New(rc)
 }
 
-// frontConfig is the front's configuration on srv, from the replica's.
-func frontConfig(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, frontTLS *tls.Config, opts Options) readpath.Config {
+// frontConfig is the front's configuration on src, from the replica's.
+func frontConfig(lg *zap.Logger, cfg config.Replica, src readpath.Source, frontTLS *tls.Config, opts Options) readpath.Config {
 	return readpath.Config{
 		TLS:           frontTLS,
-		Server:        srv,
+		Source:        src,
 		Logger:        lg.Named("readpath"),
 		Registerer:    opts.Registerer,
 		Clock:         opts.Clock,

@@ -1,65 +1,18 @@
-package readpath
+package source
 
 import (
 	"context"
 	"fmt"
 	"strings"
 
+	"github.com/understudy-kv/understudy/cascade"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/etcdserver/txn"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-
-	"github.com/understudy-kv/understudy/readindex"
 )
-
-// Cascade is what the front serves a cascaded replica's store with
-// (package cascade): the store is a private member that only its Applier
-// writes, so every client write, lease, auth, member and alarm call goes
-// to the upstreams, and every answer names the source cluster.
-type Cascade struct {
-	// Rounds is the store as the ReadIndex machinery needs it: a round
-	// asks an upstream for a linearizable revision.
-	Rounds readindex.Source
-	// Upstream is a client of the upstreams, for what is forwarded.
-	Upstream *clientv3.Client
-	// Cluster is the source cluster's ID, in every answer's header.
-	Cluster uint64
-	// Leader is the source's leader as the upstream last said (Status);
-	// Quota the source's backend quota (Status's DbSizeQuota).
-	Leader func() uint64
-	Quota  func() int64
-	// WaitRevision returns once the store holds revision rev.
-	WaitRevision func(ctx context.Context, rev int64) error
-	// CheckWrite checks the answer of a write forwarded when the store was
-	// at revision atForward (another history's is refused, and fences the
-	// store).
-	CheckWrite func(atForward int64, h *pb.ResponseHeader) error
-	// Progress is the store's revision and the source's newest reported
-	// (/readyz's caught_up compares them, as entries for a learner).
-	Progress func() (applied, source int64)
-	// Chain names the replica and its upstreams (wire.UpstreamChainKey).
-	Chain func() []string
-	// Fence is cancelled, with the reason as its cause, once the store
-	// must not be served (another history, a divergence, a bootstrap
-	// again): every call is refused with it (Unavailable), and every
-	// stream open then ends with it. Enter admits each call to the store
-	// until then: its context ends at the fence, and its leave lets the
-	// store close once every call has left.
-	Fence context.Context
-	Enter func(ctx context.Context) (context.Context, func(), error)
-	// Stalled is nil while the store follows an upstream, else why not
-	// (/readyz's upstream check).
-	Stalled func() error
-	// Permit checks a call served from the store against the source's
-	// auth; IssueAt, called before an Authenticate is forwarded, returns
-	// what records the token the source issued (cascade.Store's).
-	Permit  Permit
-	IssueAt func(ctx context.Context) (func(token, user string), error)
-}
 
 // forwardedKV is a cascaded replica's KV: reads from the local store (the
 // read modes are kvServer's), writes forwarded to the upstreams and
@@ -267,44 +220,49 @@ func (s clusterStream) SendMsg(m any) error {
 	return s.ServerStream.SendMsg(m)
 }
 
-// fenceUnary and fenceStream refuse every call once the store must not be
-// served (Cascade.Fence), and end every stream open then, saying why:
-// Unavailable, on which clients try again (clientv3 resumes a watch).
-func fenceUnary(c *Cascade) grpc.UnaryServerInterceptor {
+// fenceUnary and fenceStream admit a call to the store until it is fenced
+// (cascade.Store.Enter), refuse every call after, and end every stream
+// open then, saying why: Unavailable, on which clients try again (clientv3
+// resumes a watch).
+func fenceUnary(st *cascade.Store) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		ctx, leave, err := c.Enter(ctx)
+		ctx, leave, err := st.Enter(ctx)
 		if err != nil {
-			return nil, fenced(c.Fence)
+			return nil, fenced(st.Fence())
 		}
 		defer leave()
 		resp, err := handler(ctx, req)
-		if _, isStatus := status.FromError(err); err != nil && !isStatus && fenced(c.Fence) != nil {
+		if _, isStatus := status.FromError(err); err != nil && !isStatus && fenced(st.Fence()) != nil {
 			// The fence's, said as such (an error that already has a
 			// status stays: a forwarded write's says it was applied).
-			err = fenced(c.Fence)
+			err = fenced(st.Fence())
 		}
 		return resp, err
 	}
 }
 
-func fenceStream(c *Cascade) grpc.StreamServerInterceptor {
+func fenceStream(st *cascade.Store) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		ctx, leave, err := c.Enter(ss.Context())
+		ctx, leave, err := st.Enter(ss.Context())
 		if err != nil {
-			return fenced(c.Fence)
+			return fenced(st.Fence())
 		}
 		defer leave()
-		ctx, cancel := context.WithCancelCause(ctx)
-		defer cancel(nil)
-		stop := context.AfterFunc(c.Fence, func() { cancel(fenced(c.Fence)) })
-		defer stop()
-		err = handler(srv, &leaderStream{ServerStream: ss, ctx: causeContext{ctx}, cancel: cancel})
-		if ferr := fenced(c.Fence); ferr != nil {
+		err = handler(srv, fencedStream{ServerStream: ss, ctx: ctx})
+		if ferr := fenced(st.Fence()); ferr != nil {
 			return ferr
 		}
 		return err
 	}
 }
+
+// fencedStream is a stream whose context ends at the fence.
+type fencedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s fencedStream) Context() context.Context { return s.ctx }
 
 // fenced is the refusal of a fenced store's calls, nil while it may be
 // served.

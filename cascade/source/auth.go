@@ -1,4 +1,4 @@
-package readpath
+package source
 
 import (
 	"context"
@@ -11,16 +11,17 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/auth"
-	"go.etcd.io/etcd/server/v3/etcdserver"
 	"go.etcd.io/etcd/server/v3/etcdserver/apply"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/understudy-kv/understudy/readpath"
 )
 
 // A cascaded replica's store runs with auth off: every call the front
 // serves from it is checked here, with etcd's own checks, against the
-// copy of the source's auth (Cascade.Permit), where etcd's servers would
+// copy of the source's auth (cascade.Store.Permit), where etcd's servers would
 // check it (v3rpc's authMaintenanceServer and watch server, the
 // applier's range and txn checks). What is forwarded is the upstream's to
 // check, with the caller's own token.
@@ -28,11 +29,8 @@ import (
 // Permit runs one of etcd's auth checks for a call's caller.
 type Permit func(ctx context.Context, check func(auth.AuthStore, *auth.AuthInfo) error) error
 
-// permitAll is Permit for a learner replica's front: its store checks.
-func permitAll(context.Context, func(auth.AuthStore, *auth.AuthInfo) error) error { return nil }
-
 func (p Permit) check(ctx context.Context, check func(auth.AuthStore, *auth.AuthInfo) error) error {
-	return authError(p(ctx, check))
+	return readpath.AuthError(p(ctx, check))
 }
 
 func (p Permit) rangeOK(ctx context.Context, key, end []byte) error {
@@ -182,31 +180,6 @@ func (a *cascadeAuth) Authenticate(ctx context.Context, r *pb.AuthenticateReques
 
 func (a *cascadeAuth) AuthStatus(ctx context.Context, r *pb.AuthStatusRequest) (*pb.AuthStatusResponse, error) {
 	return a.up.AuthStatus(forwardMD(ctx), r)
-}
-
-// authServer is a learner replica's Auth service: etcd's, but AuthStatus
-// is answered by the replica in the read mode the caller asks (strong by
-// default; bounded with wire.MaxStalenessKey, as a cascaded replica below
-// asks every period), where etcd proposes it through raft, an entry for
-// the leader and every member.
-type authServer struct {
-	pb.AuthServer
-	kv  *kvServer
-	srv *etcdserver.EtcdServer
-}
-
-func (a *authServer) AuthStatus(ctx context.Context, _ *pb.AuthStatusRequest) (*pb.AuthStatusResponse, error) {
-	bound, err := stalenessBound(ctx, 0)
-	if err != nil {
-		return nil, grpcError(err)
-	}
-	_, err = a.kv.readMode(ctx, bound > 0)
-	if err != nil {
-		return nil, err
-	}
-	as := a.srv.AuthStore()
-	return &pb.AuthStatusResponse{Header: &pb.ResponseHeader{ClusterId: uint64(a.srv.Cluster().ID()), MemberId: uint64(a.srv.MemberID()),
-		Revision: a.srv.KV().Rev(), RaftTerm: a.srv.Term()}, Enabled: as.IsAuthEnabled(), AuthRevision: as.Revision()}, nil
 }
 
 // streamToken is a stream's token, as the client sent it ("" for none).
