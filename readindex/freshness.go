@@ -270,41 +270,6 @@ func (f *Freshness) Quiet() bool { return f.quiet.Load() }
 // the idle interval or the quiet interval (see period).
 func (f *Freshness) Period() time.Duration { return time.Duration(f.periodNs.Load()) }
 
-// period is the time to the next background round: the interval while
-// bounded reads come, else the idle interval while client requests come,
-// else the quiet interval.
-func (f *Freshness) period() time.Duration {
-	now := f.clock.Now()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.touched.Swap(false) {
-		f.mu.active = now
-	}
-	p, quiet := f.interval, false
-	switch {
-	case !f.mu.demand.IsZero() && now.Sub(f.mu.demand) <= idleAfter:
-	case f.quietInterval > max(f.interval, f.idleInterval) && now.Sub(f.mu.active) >= f.quietInterval:
-		p, quiet = f.quietInterval, true
-		// Touch sets touched, then reads quiet; this sets quiet, then
-		// reads touched. So a request that came after the swap above and
-		// found quiet unset (and so did not kick) is seen here: without
-		// this, the loop would sleep a whole quiet interval past it.
-		f.quiet.Store(true)
-		if f.touched.Load() {
-			p, quiet = max(f.interval, f.idleInterval), false
-		}
-	default:
-		p = max(f.interval, f.idleInterval)
-	}
-	if !quiet && f.quiet.Load() {
-		f.quiet.Store(false)
-	}
-	if f.periodNs.Load() != int64(p) {
-		f.periodNs.Store(int64(p))
-	}
-	return p
-}
-
 // Waiting is the number of reads waiting for a round now.
 func (f *Freshness) Waiting() int {
 	f.mu.Lock()

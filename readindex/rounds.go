@@ -10,9 +10,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// The freshness loop and its rounds: when a round starts (Run, fed by
-// batchPolicy), what it is (begin: own, or through a hub), and what its end
-// proves (finish).
+// The freshness loop and its rounds: when a round starts and what it is
+// (Run, fed by the scheduler: schedule.go), its beginning (begin) and what
+// its end proves (finish).
 
 // begin numbers a new round and notes when it starts; it must happen
 // before the round's ReadIndex is requested. Every pending read is the
@@ -25,10 +25,10 @@ func (f *Freshness) begin(wantOwn, hubUsable, ageable bool) (r round) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.mu.started++
-	r = round{n: f.mu.started, start: f.clock.Now(), background: f.mu.pending == 0 && f.mu.waiting == 0}
-	r.viaHub = f.via != nil && !wantOwn && !f.mu.ownWanted
-	r.ageable = ageable && r.background && !r.viaHub
-	r.hubSlot = r.viaHub && hubUsable
+	// Its kind by the reads waiting now, which become its own.
+	k := kindOf(schedState{via: f.via != nil, hubUsable: hubUsable, ownWanted: f.mu.ownWanted,
+		background: f.mu.pending == 0 && f.mu.waiting == 0}, wantOwn, ageable)
+	r = round{n: f.mu.started, start: f.clock.Now(), viaHub: k.viaHub, hubSlot: k.hubSlot, background: k.background, ageable: k.ageable}
 	if r.hubSlot {
 		if f.mu.hubInFlight > 0 {
 			f.mu.overlapped++
@@ -118,22 +118,6 @@ func (f *Freshness) finish(r round, own bool, proof Proof, err error) {
 	f.mu.changed = make(chan struct{})
 }
 
-// batchState is what the batch policy decides on, now.
-func (f *Freshness) batchState(now, lastStart time.Time, due, hubUsable bool) batchState {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.mu.failedAt.IsZero() {
-		// After a failed round, wait a little before the next: a leader
-		// election or a cut link fails rounds fast, and retrying at
-		// once would only spin.
-		lastStart = later(lastStart, f.mu.failedAt.Add(roundRetryGap-f.batch.minGap))
-	}
-	shared := f.via != nil && hubUsable && !due && !f.mu.ownWanted
-	return batchState{now: now, lastStart: lastStart, due: due, shared: shared,
-		pending: f.mu.pending, oldest: f.mu.oldest, peak: f.mu.peak,
-		ownInFlight: f.mu.ownInFlight > 0, hubInFlight: f.mu.hubInFlight, hubMax: f.hubMax, hubTook: f.mu.hubTook}
-}
-
 // roundRetryGap is the least time between a failed round and the next.
 const roundRetryGap = 10 * time.Millisecond
 
@@ -163,13 +147,11 @@ func (f *Freshness) Run(ctx context.Context) {
 	f.mu.Unlock()
 	for {
 		now := f.clock.Now()
-		nextDue, ownBusy := f.nextDue()
-		due := !ownBusy && !now.Before(nextDue)
 		hubUsable := f.via != nil && f.shared != nil && f.shared()
-		d := f.batch.next(f.batchState(now, last, due, hubUsable))
+		d := f.decide(now, last, hubUsable)
 		if d.start {
 			last = now
-			r := f.begin(due, hubUsable, f.quiet.Load())
+			r := f.begin(d.due, hubUsable, d.quiet)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -181,13 +163,7 @@ func (f *Freshness) Run(ctx context.Context) {
 			}()
 			continue
 		}
-		var wake time.Time
-		if !ownBusy {
-			wake = nextDue
-		}
-		if !d.at.IsZero() && (wake.IsZero() || d.at.Before(wake)) {
-			wake = d.at
-		}
+		wake := d.wake
 		var t clockwork.Timer
 		var tc <-chan time.Time
 		if !wake.IsZero() {
@@ -208,13 +184,39 @@ func (f *Freshness) Run(ctx context.Context) {
 	}
 }
 
-// nextDue is when the next background round is due, and whether an own
-// round is under way (then none is due until it ends).
-func (f *Freshness) nextDue() (time.Time, bool) {
-	period := f.period()
+// decide is the scheduler's decision now, on the tracker's state (and
+// publishes the period it runs at: Period, Quiet).
+func (f *Freshness) decide(now, lastStart time.Time, hubUsable bool) schedDecision {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.mu.ownEnded.Add(period), f.mu.ownInFlight > 0
+	if f.touched.Swap(false) {
+		f.mu.active = now
+	}
+	s := schedState{now: now, interval: f.interval, idleInterval: f.idleInterval, quietInterval: f.quietInterval,
+		demand: f.mu.demand, active: f.mu.active, ownEnded: f.mu.ownEnded, ownBusy: f.mu.ownInFlight > 0,
+		lastStart: lastStart, failedAt: f.mu.failedAt, via: f.via != nil, hubUsable: hubUsable,
+		ownWanted: f.mu.ownWanted, background: f.mu.pending == 0 && f.mu.waiting == 0,
+		pending: f.mu.pending, peak: f.mu.peak, oldest: f.mu.oldest,
+		hubInFlight: f.mu.hubInFlight, hubMax: f.hubMax, hubTook: f.mu.hubTook, minGap: f.batch.minGap, maxWait: f.batch.maxWait}
+	f.mu.Unlock()
+	d := schedule(s)
+	if d.quiet {
+		// Touch sets touched, then reads quiet; this sets quiet, then
+		// reads touched. So a request that came after the swap above and
+		// found quiet unset (and so did not kick) is seen here: without
+		// this, the loop would sleep a whole quiet interval past it.
+		f.quiet.Store(true)
+		if f.touched.Load() {
+			s.active = now
+			d = schedule(s)
+		}
+	}
+	if !d.quiet && f.quiet.Load() {
+		f.quiet.Store(false)
+	}
+	if f.periodNs.Load() != int64(d.period) {
+		f.periodNs.Store(int64(d.period))
+	}
+	return d
 }
 
 // Round does one own ReadIndex round and, if it completes, moves AsOf to
