@@ -44,8 +44,9 @@ type Balancer struct {
 	done     chan struct{}
 
 	// Owned by the loop (and by New before the loop starts).
-	conns     map[string]*grpc.ClientConn // one per member, for Status and probes
-	published uint64                      // view version last handed to the clients
+	conns         map[string]*grpc.ClientConn // one per member, for Status and probes
+	published     uint64                      // view version last handed to the clients
+	lastAnnounced []announced                 // the replicas last listed as announced
 }
 
 // New discovers the cluster from cfg.Endpoints and returns a Balancer whose
@@ -209,6 +210,13 @@ func (b *Balancer) refresh(ctx context.Context) error {
 		}
 		ms = append(ms, member{id: m.ID, name: m.Name, learner: m.IsLearner})
 		urls = append(urls, m.ClientURLs[0])
+	}
+	// Cascaded replicas, which are no members, announce themselves.
+	for _, a := range b.announcedReplicas(ctx) {
+		if !slices.Contains(urls, a.url) {
+			ms = append(ms, member{name: a.name, learner: true})
+			urls = append(urls, a.url)
+		}
 	}
 	b.view.setMembers(ms, urls)
 	b.pruneConns(urls)

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/understudy-kv/understudy/wire"
 )
 
 // Policy chooses which healthy replica serves a read.
@@ -47,6 +49,14 @@ type Config struct {
 	Policy Policy
 	// Zone is this client's zone, for ZoneAffinity.
 	Zone string
+	// Announced is where cascaded replicas announce themselves in the
+	// cluster (their --resolver-prefix, without the trailing "/"): they are
+	// in no member list, and are discovered there beside the learner
+	// replicas; default wire.ReplicasTarget. IgnoreAnnounced discovers
+	// learner replicas only. Reading it needs read permission on that
+	// prefix where auth is on.
+	Announced       string
+	IgnoreAnnounced bool
 	// MaxStaleness is the staleness beyond which a replica is ejected (its
 	// health probe is a read bounded by it); default 5s.
 	MaxStaleness time.Duration
@@ -81,6 +91,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ProbeInterval == 0 {
 		c.ProbeInterval = time.Second
+	}
+	if c.Announced == "" {
+		c.Announced = wire.ReplicasTarget
 	}
 	if c.ProbeTimeout == 0 {
 		c.ProbeTimeout = time.Second

@@ -73,6 +73,9 @@ type Config struct {
 	// ask for progress notifications get one (etcd's
 	// --watch-progress-notify-interval); 0 keeps etcd's default.
 	WatchProgressNotifyInterval time.Duration
+	// Announce, if set, is where the replica announces itself while the
+	// store is served (Announcement).
+	Announce *Announcement
 	// ApplyValue, nil but in tests of the checks, is the value the
 	// Applier writes for a put (nil: the source's): a test breaks the
 	// apply with it, and the check after the revision must find it.

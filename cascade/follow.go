@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -27,16 +28,27 @@ var (
 // does (verify), then applies its watch from the next revision until it
 // is lost, compacted past the store, or the store is fenced. It is the
 // local store's only writer. Beside it, it keeps the copy of the source's
-// auth confirmed while calls come (authz.run). Whatever it returns, the
+// auth confirmed while calls come (authz.run), and the replica announced
+// (Config.Announce). Whatever it returns, the
 // store is fenced first: never served again.
 func (s *Store) Run(ctx context.Context) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
 	go func() {
-		defer close(done)
+		defer wg.Done()
 		s.auth.run(ctx)
 	}()
-	defer func() { <-done }()
+	if a := s.cfg.Announce; a != nil {
+		// While the store is served: revoked when Run returns (before
+		// Close closes the clients), or at the fence.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = s.Announce(ctx, *a)
+		}()
+	}
+	defer wg.Wait()
 	defer cancel()
 	defer func() {
 		if err != nil {

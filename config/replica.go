@@ -37,6 +37,13 @@ type Replica struct {
 	Upstream []string
 	// joinSet records that --join was given (with --upstream, a refusal).
 	joinSet bool
+	// Announce, for a cascaded replica, announces it in the source cluster
+	// while it serves (clients that discover replicas find it): under
+	// ResolverPrefix (empty: wire.ReplicasTarget), on a lease of
+	// ResolverTTL seconds (grpc-proxy's flags and format).
+	Announce       bool
+	ResolverPrefix string
+	ResolverTTL    int
 	// ListenPeerURLs and AdvertisePeerURLs are the embedded member's raft
 	// URLs; the voters must reach AdvertisePeerURLs. LoadReplica takes
 	// --listen-peer-urls for them when only those are given.
@@ -236,6 +243,8 @@ func DefaultReplica() Replica {
 		GRPCKeepAliveInterval:       embed.DefaultGRPCKeepAliveInterval,
 		GRPCKeepAliveTimeout:        embed.DefaultGRPCKeepAliveTimeout,
 		WatchProgressNotifyInterval: 10 * time.Minute, // etcd's
+		Announce:                    true,
+		ResolverTTL:                 10,
 		ReadyMaxLag:                 1000,
 		QuotaCheckInterval:          30 * time.Second,
 	}

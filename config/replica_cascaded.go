@@ -31,6 +31,9 @@ func (c Replica) validateCascaded() []error {
 	if c.ReplaceStaleDataDir != "" {
 		add("--replace-stale-data-dir with --upstream: a cascaded replica bootstraps its store again by itself")
 	}
+	if c.ResolverTTL < 1 {
+		add("--resolver-ttl %d: must be at least 1 (seconds)", c.ResolverTTL)
+	}
 	for _, u := range c.Upstream {
 		if slices.Contains(c.AdvertiseClientURLs, u) || slices.Contains(c.ListenClientURLs, u) {
 			add("--upstream %s: is this replica's own client URL; name a replica or member of the source cluster", u)

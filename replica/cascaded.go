@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/understudy-kv/understudy/cascade/source"
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/readpath"
+	"github.com/understudy-kv/understudy/wire"
 )
 
 // runCascaded runs a cascaded replica (--upstream) until ctx ends: its
@@ -189,6 +191,14 @@ func cascadeConfig(cfg config.Replica, opts Options, metrics *cascade.Metrics) c
 	cc.Dir, cc.Name = cfg.DataDir, cfg.Name
 	cc.LogOutputs = opts.MemberLogOutputs
 	cc.WatchProgressNotifyInterval = cfg.WatchProgressNotifyInterval
+	if cfg.Announce {
+		target := wire.ReplicasTarget
+		if cfg.ResolverPrefix != "" {
+			target = strings.TrimSuffix(cfg.ResolverPrefix, "/")
+		}
+		cc.Announce = &cascade.Announcement{Target: target, Name: cfg.Name, URL: cfg.AdvertiseClientURLs[0], Zone: cfg.Zone,
+			TTL: time.Duration(cfg.ResolverTTL) * time.Second}
+	}
 	cc.Logger, cc.Metrics, cc.Clock = opts.Logger.Named("cascade"), metrics, opts.Clock
 	if opts.CascadeApplyValue != nil {
 		cc.ApplyValue = opts.CascadeApplyValue

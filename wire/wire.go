@@ -42,6 +42,13 @@ const (
 	// themselves quiet would otherwise keep from ever going quiet.
 	BackgroundKey = "understudy-background"
 
+	// ReplicasTarget is where cascaded replicas announce themselves in the
+	// source cluster, unless told another prefix (replica
+	// --resolver-prefix): keys ReplicasTarget/<name> in the format of
+	// etcd's naming package (endpoints.Manager), on a lease. Balancers
+	// discover them there (they are in no member list).
+	ReplicasTarget = "\x00understudy/replicas"
+
 	// AuthRevisionKey, in request metadata, is the least auth revision of
 	// the source (decimal) a cascaded replica's copy of its users and roles
 	// must have to check the request: a cascaded replica below, asking
