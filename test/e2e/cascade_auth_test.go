@@ -229,7 +229,7 @@ func TestCascadedReplicaNeverForwardsAsItsCertificate(t *testing.T) {
 }
 
 // A watch opened through a cascaded replica right after an auth change that
-// does not touch its user sees the next put, as at a voter, ten rounds of
+// does not touch its user sees the next put, as at a voter, five rounds of
 // a quiet spell (the replica's copy of the source's auth not confirmed
 // lately), an unrelated change on the voters, and a new client of alice's
 // that authenticates through the replica and watches at once.
@@ -247,7 +247,7 @@ func TestCascadedReplicaWatchesRightAfterAnAuthChange(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	seen := 0
-	for i := range 10 {
+	for i := range 5 {
 		// The scenario's quiet spell: nobody calls the replica for longer
 		// than its copy counts as confirmed (2 s); not a synchronisation.
 		time.Sleep(3 * time.Second)
@@ -275,11 +275,11 @@ func TestCascadedReplicaWatchesRightAfterAnAuthChange(t *testing.T) {
 		}
 		alice.Close()
 	}
-	t.Logf("%d of 10 watches saw their put", seen)
+	t.Logf("%d of 5 watches saw their put", seen)
 }
 
 // A password changed on the voters ends, at a cascaded replica two tiers
-// down, the tokens issued before it, as on a voter: five rounds of alice
+// down, the tokens issued before it, as on a voter: three rounds of alice
 // reading through c2 (fed by c1, fed by a learner replica), her password
 // changed on the voters, and her client, which keeps its token, refused
 // within the bound (about 3 s) and from then on. Each tier's copy of the
@@ -301,7 +301,7 @@ func TestCascadedReplicaAtDepthTwoEndsTokensAtAPasswordChange(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	password := "alicepw"
-	for i := range 5 {
+	for i := range 3 {
 		alice := authClient(t, c2.ClientURL, "alice", password)
 		if _, err := alice.Get(ctx, "pub/a"); err != nil {
 			t.Fatalf("round %d: alice's read through c2: %v", i, err)
