@@ -204,25 +204,23 @@ func cascadeConfig(cfg config.Replica, opts Options, metrics *cascade.Metrics) c
 		cc.ApplyValue = opts.CascadeApplyValue
 	}
 	cc.Dial = func(endpoints []string) (*clientv3.Client, error) {
-		t, err := clientTLS(cfg.ClientTLS, cfg.TLSVersions, endpoints)
+		c, err := replicaClientConfig(cfg, "--upstream", endpoints, opts.Logger.Named("upstream-client"))
 		if err != nil {
 			return nil, err
 		}
-		user, password := cfg.Credentials()
-		return clientv3.New(upstreamClientConfig(clientv3.Config{Endpoints: endpoints, TLS: t, Username: user, Password: password,
-			Logger: opts.Logger.Named("upstream-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))}))
+		return clientv3.New(upstreamClientConfig(c))
 	}
 	// The forwarding client: the caller's own token goes on to the
 	// upstream (the store's interceptors), never the replica's user, so
 	// the source checks what it allows the caller.
 	cc.ClientCert = cfg.ClientTLS.CertFile != ""
 	cc.DialForward = func(endpoints []string, dial []grpc.DialOption) (*clientv3.Client, error) {
-		t, err := clientTLS(cfg.ClientTLS, cfg.TLSVersions, endpoints)
+		c, err := replicaClientConfig(cfg, "--upstream", endpoints, opts.Logger.Named("forward-client"))
 		if err != nil {
 			return nil, err
 		}
-		return clientv3.New(upstreamClientConfig(clientv3.Config{Endpoints: endpoints, TLS: t, DialOptions: dial,
-			Logger: opts.Logger.Named("forward-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))}))
+		c.Username, c.Password, c.DialOptions = "", "", dial
+		return clientv3.New(upstreamClientConfig(c))
 	}
 	return cc
 }

@@ -189,14 +189,11 @@ func (opts Options) withDefaults(cfg config.Replica) (_ Options, flush func(), e
 // joinClient is the client of the --join URLs: the join, the start checks
 // and the quota guard use it.
 func joinClient(lg *zap.Logger, cfg config.Replica) (*clientv3.Client, error) {
-	joinTLS, err := clientTLS(cfg.ClientTLS, cfg.TLSVersions, cfg.Join)
+	c, err := replicaClientConfig(cfg, "--join", cfg.Join, lg.Named("join-client"))
 	if err != nil {
 		return nil, err
 	}
-	user, password := cfg.Credentials()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Join, TLS: joinTLS, DialTimeout: dialTimeout,
-		Username: user, Password: password,
-		Logger: lg.Named("join-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))})
+	cli, err := clientv3.New(c)
 	if err != nil {
 		return nil, fmt.Errorf("replica: connect to --join %v: %w", cfg.Join, err)
 	}

@@ -161,23 +161,23 @@ func credential(cfg config.Replica) string {
 // that was the only --join endpoint does not stop the failover.
 func newRoles(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, clock clockwork.Clock, asOf func() time.Time, gate *promotionGate, status *roleStatus, reg prometheus.Registerer) (*roles, error) {
 	eps := rolesEndpoints(cfg.Join, srv)
-	cliTLS, err := clientTLS(cfg.ClientTLS, cfg.TLSVersions, eps)
+	base, err := replicaClientConfig(cfg, "--join", eps, lg.Named("client"))
 	if err != nil {
 		return nil, err
 	}
+	cliTLS := base.TLS
 	peerTLS, err := clientTLS(cfg.PeerTLS, cfg.TLSVersions, cfg.AdvertisePeerURLs)
 	if err != nil {
 		return nil, err
 	}
-	user, password := cfg.Credentials()
 	// Keep-alive pings find a connection whose peer went silent (a cut
 	// client URL), so that calls move to an endpoint that answers; etcd
 	// refuses pings more often than its --grpc-keepalive-min-time (5s).
 	dial := func(ctx context.Context, eps []string) (*clientv3.Client, error) {
-		return clientv3.New(clientv3.Config{Context: ctx, Endpoints: eps, TLS: cliTLS, DialTimeout: 5 * time.Second,
-			DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 3 * time.Second,
-			Username: user, Password: password,
-			Logger: lg.Named("client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))})
+		c := base
+		c.Context, c.Endpoints = ctx, eps
+		c.DialKeepAliveTime, c.DialKeepAliveTimeout = 5*time.Second, 3*time.Second
+		return clientv3.New(c)
 	}
 	cli, err := dial(context.Background(), eps)
 	if err != nil {

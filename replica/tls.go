@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/conn"
@@ -36,6 +38,18 @@ const dialTimeout = 5 * time.Second
 //	f, err := clientFlags(cfg, "--upstream", cfg.Upstream)
 //	_, err = f.Probe(ctx)                 // before the first request
 //	err = f.Diagnose(ctx, endpoint, err)  // an error from a request to endpoint
+//
+// replicaClientConfig is the clientv3 configuration of a client of urls
+// (named by flag in errors): the replica's client TLS, user and dial
+// timeout (conn's one factory), logging at error and above only.
+func replicaClientConfig(cfg config.Replica, flag string, urls []string, lg *zap.Logger) (clientv3.Config, error) {
+	f, err := clientFlags(cfg, flag, urls)
+	if err != nil {
+		return clientv3.Config{}, err
+	}
+	return f.ClientConfig(lg.WithOptions(zap.IncreaseLevel(zap.ErrorLevel)))
+}
+
 func clientFlags(cfg config.Replica, flag string, urls []string) (conn.Flags, error) {
 	tc, err := clientTLS(cfg.ClientTLS, cfg.TLSVersions, urls)
 	if err != nil {
