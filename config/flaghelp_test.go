@@ -74,6 +74,9 @@ func commands() []command {
 				err := LoadMirror(&cfg, fs, args)
 				return cfg, fs, err
 			},
+			// --dest-prefix's help: keys keep their names, so it is
+			// --prefix unless given.
+			dependsOn: map[string][]string{"dest-prefix": {"prefix"}},
 		},
 		{
 			name:     "primary",
