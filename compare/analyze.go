@@ -2,6 +2,8 @@ package compare
 
 import (
 	"time"
+
+	"github.com/understudy-kv/understudy/config"
 )
 
 // Report is what a run found, as --json prints it.
@@ -14,18 +16,18 @@ type Report struct {
 
 // RunInfo is the part of the configuration the numbers depend on.
 type RunInfo struct {
-	Local           bool    `json:"local"`
-	DurationS       float64 `json:"duration_s"`
-	Rate            int     `json:"rate"`
-	Keys            int     `json:"keys"`
-	Readers         int     `json:"readers"`
-	ReadRate        int     `json:"read_rate"`
-	BoundMS         float64 `json:"bound_ms"`
-	Fault           Fault   `json:"fault"`
-	FaultAtS        float64 `json:"fault_at_s,omitempty"`
-	FaultDurationS  float64 `json:"fault_duration_s,omitempty"`
-	FaultInjectedAt float64 `json:"fault_injected_at_s,omitempty"`
-	FaultHealedAt   float64 `json:"fault_healed_at_s,omitempty"`
+	Local           bool         `json:"local"`
+	DurationS       float64      `json:"duration_s"`
+	Rate            int          `json:"rate"`
+	Keys            int          `json:"keys"`
+	Readers         int          `json:"readers"`
+	ReadRate        int          `json:"read_rate"`
+	BoundMS         float64      `json:"bound_ms"`
+	Fault           config.Fault `json:"fault"`
+	FaultAtS        float64      `json:"fault_at_s,omitempty"`
+	FaultDurationS  float64      `json:"fault_duration_s,omitempty"`
+	FaultInjectedAt float64      `json:"fault_injected_at_s,omitempty"`
+	FaultHealedAt   float64      `json:"fault_healed_at_s,omitempty"`
 }
 
 // WriteStats describes the writer.
@@ -116,7 +118,7 @@ type Analysis struct {
 
 // Analyze judges a history. faultFrom and faultTo are when the fault was
 // injected and healed (both 0 without a fault).
-func Analyze(cfg Config, h *History, faultFrom, faultTo time.Duration) *Analysis {
+func Analyze(cfg config.Compare, h *History, faultFrom, faultTo time.Duration) *Analysis {
 	a := &Analysis{Samples: map[Path][]Sample{}, FaultFrom: faultFrom, FaultTo: faultTo}
 	a.Config = runInfo(cfg, h, faultFrom, faultTo)
 	a.Writes = writeStats(h)
@@ -147,11 +149,11 @@ func Analyze(cfg Config, h *History, faultFrom, faultTo time.Duration) *Analysis
 // runInfo is the part of cfg the report's numbers depend on, with the
 // run's length and, under a fault, when it was planned and when it was in
 // force, so that a report can be read without the command line.
-func runInfo(cfg Config, h *History, faultFrom, faultTo time.Duration) RunInfo {
+func runInfo(cfg config.Compare, h *History, faultFrom, faultTo time.Duration) RunInfo {
 	at, length := cfg.FaultWindow()
 	ri := RunInfo{Local: cfg.Local, DurationS: h.Elapsed.Seconds(), Rate: cfg.Rate, Keys: cfg.Keys,
 		Readers: cfg.Readers, ReadRate: cfg.ReadRate, BoundMS: ms(cfg.Bound), Fault: cfg.Fault}
-	if cfg.Fault != FaultNone {
+	if cfg.Fault != config.FaultNone {
 		ri.FaultAtS, ri.FaultDurationS = at.Seconds(), length.Seconds()
 		ri.FaultInjectedAt, ri.FaultHealedAt = faultFrom.Seconds(), faultTo.Seconds()
 	}
@@ -179,7 +181,7 @@ func writeStats(h *History) WriteStats {
 // acknowledged writes in yard, over the run and per phase of the fault,
 // with p's read-your-writes probes; it adds each successful read's
 // staleness to a.Samples for the plots.
-func (a *Analysis) analyzePath(cfg Config, h *History, yard *acked, p Path, reads []Read) PathReport {
+func (a *Analysis) analyzePath(cfg config.Compare, h *History, yard *acked, p Path, reads []Read) PathReport {
 	pr := PathReport{Path: p, Linearizable: linearizable(h, p, cfg.CheckTimeout)}
 	stale := make([]staleRead, len(reads))
 	for i, r := range reads {
@@ -204,7 +206,7 @@ func (a *Analysis) analyzePath(cfg Config, h *History, yard *acked, p Path, read
 	markMonotonic(stale)
 	down := outages(reads, h.Elapsed)
 	pr.Run = window("run", stale, down, 0, h.Elapsed)
-	if cfg.Fault != FaultNone {
+	if cfg.Fault != config.FaultNone {
 		pr.Phases = []Window{
 			window("before", stale, down, 0, a.FaultFrom),
 			window("during", stale, down, a.FaultFrom, a.FaultTo),

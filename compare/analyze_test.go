@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/understudy-kv/understudy/config"
 )
 
 const msec = time.Millisecond
@@ -82,7 +84,7 @@ func TestVerdicts(t *testing.T) {
 	h := synthetic(300)
 	addReads(h, PathLeader, 0, 0)
 	addReads(h, PathReplicaWeak, 0, 50*msec)
-	cfg := DefaultConfig()
+	cfg := config.DefaultCompare()
 	a := Analyze(cfg, h, 0, 0)
 	leader, weak := a.Paths[0], a.Paths[2]
 	if leader.Path != PathLeader || weak.Path != PathReplicaWeak {
@@ -115,7 +117,7 @@ func TestMonotonicViolations(t *testing.T) {
 	}
 	// Another reader going back is not this reader's violation.
 	h.Reads = append(h.Reads, Read{Path: PathMirror, Reader: 1, Call: 0, Return: msec, Pos: 1})
-	a := Analyze(DefaultConfig(), h, 0, 0)
+	a := Analyze(config.DefaultCompare(), h, 0, 0)
 	if got := a.Paths[len(a.Paths)-1].Run.MonotonicViolations; got != 1 {
 		t.Fatalf("monotonic violations = %d, want 1 (5 then 4)", got)
 	}
@@ -185,7 +187,7 @@ func TestReportedBoundViolations(t *testing.T) {
 		h.Reads[i].Bound, h.Reads[i].Reported = 20*msec, true
 	}
 	addReads(h, PathReplicaStrong, 2, 50*msec) // no header: not counted
-	a := Analyze(DefaultConfig(), h, 0, 0)
+	a := Analyze(config.DefaultCompare(), h, 0, 0)
 	for _, p := range a.Paths {
 		switch p.Path {
 		case PathReplicaWeak:

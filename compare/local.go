@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/loopback"
 )
 
@@ -67,27 +68,27 @@ func localClient(t loopback.TB, url string) *clientv3.Client {
 }
 
 // Injector returns what applies fault f to the topology; nil for
-// FaultNone. do runs harness calls so that a failure becomes an error
+// config.FaultNone. do runs harness calls so that a failure becomes an error
 // (loopback.Runner.Do, or a function that just calls its argument under
 // go test).
-func (l *Local) Injector(f Fault, do func(func()) error) (Injector, error) {
+func (l *Local) Injector(f config.Fault, do func(func()) error) (Injector, error) {
 	switch f {
-	case FaultNone:
+	case config.FaultNone:
 		return nil, nil
-	case FaultReplicaPartition:
+	case config.FaultReplicaPartition:
 		return &localFault{do: do,
 			inject: func() { l.Replica.CutPeerLinks(l.t, l.Cluster) },
 			heal:   func() { l.Replica.HealPeerLinks(l.Cluster) }}, nil
-	case FaultMirrorKill:
+	case config.FaultMirrorKill:
 		return &localFault{do: do,
 			inject: func() { l.Mirror.Kill() },
 			heal:   func() { l.Mirror.Restart(l.t) }}, nil
-	case FaultLeaderKill:
+	case config.FaultLeaderKill:
 		var leader *loopback.Member
 		return &localFault{do: do,
 			inject: func() { leader = l.Cluster.Leader(l.t); leader.Proc.Kill() },
 			heal:   func() { leader.Proc.Restart(l.t) }}, nil
-	case FaultQuorumLoss:
+	case config.FaultQuorumLoss:
 		var dead []*loopback.Member
 		return &localFault{do: do,
 			inject: func() { dead = l.killMajority() },
@@ -127,7 +128,7 @@ func (f *localFault) Heal() error   { return f.do(f.heal) }
 
 // runLocal measures cfg on a local topology of its own, torn down
 // afterwards, from the binaries installed beside this one.
-func runLocal(ctx context.Context, cfg Config, opts Options) (*Analysis, error) {
+func runLocal(ctx context.Context, cfg config.Compare, opts Options) (*Analysis, error) {
 	bins, err := localBinaries()
 	if err != nil {
 		return nil, err

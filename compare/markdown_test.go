@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/understudy-kv/understudy/config"
 )
 
 func TestUpdateDocRewritesOnlyItsBlock(t *testing.T) {
@@ -13,7 +15,7 @@ func TestUpdateDocRewritesOnlyItsBlock(t *testing.T) {
 	for _, p := range Paths {
 		addReads(h, p, 0, 0)
 	}
-	a := Analyze(DefaultConfig(), h, 0, 0)
+	a := Analyze(config.DefaultCompare(), h, 0, 0)
 	dir := t.TempDir()
 	doc := filepath.Join(dir, "README.md")
 	before, after := "# Title\n\nprose before\n\n", "\nprose after\n"

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/understudy-kv/understudy/config"
 )
 
 func TestPlotsHaveOneSeriesPerPath(t *testing.T) {
@@ -21,8 +23,8 @@ func TestPlotsHaveOneSeriesPerPath(t *testing.T) {
 			for i, p := range Paths {
 				addReads(h, p, 0, tc.lag(i))
 			}
-			cfg := DefaultConfig()
-			cfg.Fault = FaultReplicaPartition
+			cfg := config.DefaultCompare()
+			cfg.Fault = config.FaultReplicaPartition
 			a := Analyze(cfg, h, time.Second, 2*time.Second)
 			dir := t.TempDir()
 			if err := a.Plots(dir); err != nil {
@@ -44,7 +46,7 @@ func TestCheckPlotFailsWithoutAPathsSeries(t *testing.T) {
 	for _, p := range Paths[:len(Paths)-1] {
 		addReads(h, p, 0, 0)
 	}
-	a := Analyze(DefaultConfig(), h, 0, 0)
+	a := Analyze(config.DefaultCompare(), h, 0, 0)
 	dir := t.TempDir()
 	if err := a.Plots(dir); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/understudy-kv/understudy/config"
 )
 
 // JSON writes the report as indented JSON.
@@ -111,7 +113,7 @@ func (r *Report) summary() string {
 	c := r.Config
 	s := fmt.Sprintf("%.1f s, %d puts (%.0f/s acknowledged, %d ambiguous) into %d keys; %d readers per path at %d reads/s each; bounded reads ask for %.0f ms",
 		c.DurationS, r.Writes.Total, r.Writes.PerSecond, r.Writes.Ambiguous, c.Keys, c.Readers, c.ReadRate, c.BoundMS)
-	if c.Fault != FaultNone {
+	if c.Fault != config.FaultNone {
 		s += fmt.Sprintf("; fault %s from %.1f s to %.1f s", c.Fault, c.FaultInjectedAt, c.FaultHealedAt)
 	}
 	return s

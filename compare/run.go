@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/conn"
 )
 
@@ -21,9 +22,8 @@ const preflightTimeout = 30 * time.Second
 
 // Options are what Run needs besides the configuration.
 type Options struct {
-	// Stdout receives the table, or the JSON report with JSON.
+	// Stdout receives the table, or the JSON report with --json.
 	Stdout io.Writer
-	JSON   bool
 	// Progress, if not nil, shows a progress bar (give it a terminal).
 	Progress io.Writer
 	// HarnessLog receives the local topology's harness lines; nil drops
@@ -53,7 +53,7 @@ func (opts Options) withDefaults() Options {
 // Run measures every path, prints the report and writes the files under
 // cfg.Out: with cfg.Local on a topology of its own, else on the clusters
 // cfg.Endpoints names, under a prefix it deletes afterwards.
-func Run(ctx context.Context, cfg Config, opts Options) (*Analysis, error) {
+func Run(ctx context.Context, cfg config.Compare, opts Options) (*Analysis, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Analysis, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.JSON {
+	if cfg.JSON {
 		err = a.JSON(opts.Stdout)
 	} else {
 		err = a.Table(opts.Stdout)
@@ -83,7 +83,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Analysis, error) {
 		if err := a.WriteFiles(cfg.Out); err != nil {
 			return a, err
 		}
-		if !opts.JSON {
+		if !cfg.JSON {
 			fmt.Fprintf(opts.Stdout, "report and plots in %s\n", cfg.Out)
 		}
 	}
@@ -102,7 +102,7 @@ type Injector interface {
 	Heal() error
 }
 
-func runRemote(ctx context.Context, cfg Config, opts Options) (*Analysis, error) {
+func runRemote(ctx context.Context, cfg config.Compare, opts Options) (*Analysis, error) {
 	var cl Clients
 	sides := []struct {
 		flag string
@@ -145,9 +145,9 @@ func runRemote(ctx context.Context, cfg Config, opts Options) (*Analysis, error)
 	return Measure(ctx, cfg, cl, nil, opts)
 }
 
-// flags are the client flags towards the endpoints of flag (--primary,
-// --replica, …): the credentials every side shares.
-func (e Endpoints) flags(flag string, urls []string) conn.Flags {
+// clientFlags are the client flags towards the endpoints of flag
+// (--primary, --replica, …): the credentials every side shares.
+func clientFlags(e config.CompareEndpoints, flag string, urls []string) conn.Flags {
 	n := conn.EtcdctlNames("")
 	n.Endpoints = "--" + flag
 	return conn.Flags{Endpoints: urls, Credentials: e.Credentials, Names: n}
@@ -156,7 +156,7 @@ func (e Endpoints) flags(flag string, urls []string) conn.Flags {
 // probeRemote checks every side at once, within --dial-timeout: each
 // endpoint answers as etcd, the replica is a member of the primary's
 // cluster, and the mirror's destination is another cluster.
-func probeRemote(ctx context.Context, e Endpoints) error {
+func probeRemote(ctx context.Context, e config.CompareEndpoints) error {
 	sides := []struct {
 		flag string
 		urls []string
@@ -166,7 +166,7 @@ func probeRemote(ctx context.Context, e Endpoints) error {
 	var wg sync.WaitGroup
 	for i, s := range sides {
 		if len(s.urls) > 0 {
-			wg.Go(func() { reached[i], errs[i] = e.flags(s.flag, s.urls).Probe(ctx) })
+			wg.Go(func() { reached[i], errs[i] = clientFlags(e, s.flag, s.urls).Probe(ctx) })
 		}
 	}
 	wg.Wait()
@@ -176,7 +176,7 @@ func probeRemote(ctx context.Context, e Endpoints) error {
 	primary := reached[0]
 	expected := fmt.Sprintf("the cluster of --primary %s", primary.Answered[0])
 	if r := reached[1]; r.ClusterID != primary.ClusterID {
-		return e.flags("replica", e.Replica).WrongCluster(r.Answered[0], r.ClusterID, primary.ClusterID, expected)
+		return clientFlags(e, "replica", e.Replica).WrongCluster(r.Answered[0], r.ClusterID, primary.ClusterID, expected)
 	}
 	if r := reached[2]; r.ClusterID == primary.ClusterID {
 		return &conn.Error{Flag: "--mirror-dest", Endpoint: r.Answered[0], Class: conn.ErrWrongCluster,
@@ -186,8 +186,8 @@ func probeRemote(ctx context.Context, e Endpoints) error {
 	return nil
 }
 
-func dial(e Endpoints, urls []string, lg *zap.Logger) (*clientv3.Client, error) {
-	cfg, err := e.flags("", urls).ClientConfig(lg.Named("client").WithOptions(zap.IncreaseLevel(zap.WarnLevel)))
+func dial(e config.CompareEndpoints, urls []string, lg *zap.Logger) (*clientv3.Client, error) {
+	cfg, err := clientFlags(e, "", urls).ClientConfig(lg.Named("client").WithOptions(zap.IncreaseLevel(zap.WarnLevel)))
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +198,7 @@ func dial(e Endpoints, urls []string, lg *zap.Logger) (*clientv3.Client, error) 
 // Measure runs the workload against cl, injects and heals the fault with
 // inj (nil: none), and judges what it saw. The mirror must copy cfg.Prefix
 // into cl.Mirror under the same names.
-func Measure(ctx context.Context, cfg Config, cl Clients, inj Injector, opts Options) (*Analysis, error) {
+func Measure(ctx context.Context, cfg config.Compare, cl Clients, inj Injector, opts Options) (*Analysis, error) {
 	opts = opts.withDefaults()
 	clock := opts.Clock
 	if err := preflight(ctx, clock, cfg, cl); err != nil {
@@ -258,7 +258,7 @@ func Measure(ctx context.Context, cfg Config, cl Clients, inj Injector, opts Opt
 
 // preflight checks that the mirror copies the prefix: a key put now must
 // reach the destination.
-func preflight(ctx context.Context, clock clockwork.Clock, cfg Config, cl Clients) error {
+func preflight(ctx context.Context, clock clockwork.Clock, cfg config.Compare, cl Clients) error {
 	key := cfg.Prefix + "ready"
 	rctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	resp, err := cl.Primary.Put(rctx, key, "1")

@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/wire"
 )
 
@@ -43,7 +44,7 @@ const probeInterval = 100 * time.Millisecond
 // watchers. Each goroutine keeps what it observed in its own slice; run
 // merges them once all have stopped, so nothing is shared while they run.
 type workload struct {
-	cfg Config
+	cfg config.Compare
 	cl  Clients
 	// clock times the run: time 0, every call and return, the writer's
 	// ticks, the readers' arrivals, the probes and the drain.

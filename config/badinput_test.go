@@ -26,6 +26,12 @@ func validatedCommands() map[string]validated {
 			err := LoadMirror(&cfg, fs, append([]string{"--source-endpoints", "http://s:2379", "--dest-endpoints", "http://d:2379"}, args...))
 			return fs, errors.Join(err, cfg.Validate())
 		},
+		"replica compare": func(args []string) (*flag.FlagSet, error) {
+			cfg := DefaultCompare()
+			fs := NewCompareFlags(&cfg)
+			err := LoadCompare(&cfg, fs, append([]string{"--primary", "http://p:2379", "--replica", "http://r:2379", "--mirror-dest", "http://m:2379"}, args...))
+			return fs, errors.Join(err, cfg.Validate())
+		},
 		"primary": func(args []string) (*flag.FlagSet, error) {
 			cfg := DefaultPrimary()
 			pf := NewPrimaryFlags(&cfg)

@@ -19,8 +19,8 @@ const maxFlagHelp = 200
 // Every flag's help is at most maxFlagHelp characters.
 func TestFlagHelpIsShort(t *testing.T) {
 	// The primary's flags are etcd's, with etcd's own help.
-	r, m, a := DefaultReplica(), DefaultMirror(), Admin{}
-	for _, fs := range []*flag.FlagSet{NewReplicaFlags(&r), NewMirrorFlags(&m), NewAdminFlags(&a, "hold")} {
+	r, m, a, c := DefaultReplica(), DefaultMirror(), Admin{}, DefaultCompare()
+	for _, fs := range []*flag.FlagSet{NewReplicaFlags(&r), NewMirrorFlags(&m), NewAdminFlags(&a, "hold"), NewCompareFlags(&c)} {
 		fs.VisitAll(func(f *flag.Flag) {
 			if len(f.Usage) > maxFlagHelp {
 				t.Errorf("%s --%s: help of %d characters, want at most %d (put the detail in docs/)", fs.Name(), f.Name, len(f.Usage), maxFlagHelp)
@@ -74,6 +74,20 @@ func commands() []command {
 				err := LoadMirror(&cfg, fs, args)
 				return cfg, fs, err
 			},
+			// --dest-prefix's help: keys keep their names, so it is
+			// --prefix unless given.
+			dependsOn: map[string][]string{"dest-prefix": {"prefix"}},
+		},
+		{
+			name:     "replica compare",
+			defaults: DefaultCompare(),
+			load: func(args []string) (any, *flag.FlagSet, error) {
+				cfg := DefaultCompare()
+				fs := NewCompareFlags(&cfg)
+				err := LoadCompare(&cfg, fs, args)
+				return cfg, fs, err
+			},
+			ignore: []string{"Command"},
 		},
 		{
 			name:     "primary",
@@ -169,8 +183,8 @@ func clearEnv(t *testing.T) {
 	}
 }
 
-// Every default that `replica --help`, `replica mirror --help` and
-// `primary --help` show is the config's default: the config a command
+// Every default that `replica --help`, `replica mirror --help`,
+// `replica compare --help` and `primary --help` show is the config's default: the config a command
 // loads with no flags is its DefaultX(); giving each flag the value its help
 // shows as its default (or none: the zero value) changes nothing, alone or
 // beside any other flag; a default that follows another flag says so as

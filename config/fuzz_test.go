@@ -83,3 +83,31 @@ func FuzzLoadMirror(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLoadCompare: the same for `replica compare`'s flags, environment and
+// config file.
+func FuzzLoadCompare(f *testing.F) {
+	f.Add("--local --fault leader-kill --fault-at 5s", "x", "duration: 10s\n")
+	f.Add("--primary http://a:1 --replica b --mirror-dest , --password p", "pw", "keys: -1\n")
+	f.Add("--local --primary http://a:1 --doc d.md --out ''", "", "fault: [a, b]\n")
+	f.Fuzz(func(t *testing.T, args, env, file string) {
+		t.Setenv("UNDERSTUDY_PASSWORD", strings.ReplaceAll(env, "\x00", ""))
+		path := filepath.Join(t.TempDir(), "compare.yaml")
+		if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg := DefaultCompare()
+		argv := append(strings.Fields(args), "--config-file", path)
+		if err := LoadCompare(&cfg, NewCompareFlags(&cfg), argv); err != nil {
+			if err.Error() == "" {
+				t.Fatal("an error without a message")
+			}
+			return
+		}
+		if err := cfg.Validate(); err == nil {
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("Validate changed its mind: %v", err)
+			}
+		}
+	})
+}

@@ -43,7 +43,7 @@ func TestMirrorDestPrefixMapping(t *testing.T) {
 		if err := cfg.Validate(); err != nil {
 			t.Fatalf("%v: %v", c.args, err)
 		}
-		if got := cfg.MappedDestPrefix(); got != c.want {
+		if got := cfg.DestPrefix; got != c.want {
 			t.Errorf("%v: destination prefix %q, want %q", c.args, got, c.want)
 		}
 	}

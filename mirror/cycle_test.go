@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/understudy-kv/understudy/mirror/core"
 )
 
 // TestCarry: a mirror carries the part of a region it reads, with its
@@ -105,7 +107,7 @@ func TestCycleError(t *testing.T) {
 // TestFeedersOf: the feeders are the mirrors writing into the source
 // under the prefix, never this mirror itself.
 func TestFeedersOf(t *testing.T) {
-	mr := &mirror{cfg: Config{Name: "me", Prefix: "/a/"}, sourceID: "X", destID: "Y"}
+	mr := &mirror{cfg: Config{Settings: core.Settings{Name: "me", Prefix: "/a/"}}, sourceID: "X", destID: "Y"}
 	links := []link{
 		{name: "in", src: "Z", dst: "X", srcPrefix: "/", dstPrefix: "/a/z/"},
 		{name: "wide", src: "Z", dst: "X", srcPrefix: "/", dstPrefix: ""},
@@ -116,7 +118,7 @@ func TestFeedersOf(t *testing.T) {
 	if len(got) != 2 || got[0].name != "in" || got[1].name != "wide" {
 		t.Fatalf("feeders %v, want in and wide", got)
 	}
-	same := &mirror{cfg: Config{Name: "me", Prefix: "/a/"}, sourceID: "X", destID: "X"}
+	same := &mirror{cfg: Config{Settings: core.Settings{Name: "me", Prefix: "/a/"}}, sourceID: "X", destID: "X"}
 	if got := same.feedersOf([]link{{name: "me", src: "X", dst: "X", srcPrefix: "/a/", dstPrefix: "/a/"}}); len(got) != 0 {
 		t.Fatalf("a mirror is its own feeder: %v", got)
 	}

@@ -59,23 +59,18 @@ func ReadCutover(ctx context.Context, dst *clientv3.Client, name string) (*Cutov
 	return &c, nil
 }
 
-// DrainConfig says which mirror to drain.
+// DrainConfig says which mirror to drain: its Settings (the same flags as
+// the mirror's) name it and bound the drain (DrainTimeout).
 type DrainConfig struct {
-	Source, Dest       *clientv3.Client
-	Prefix, DestPrefix string
-	Name               string
-	// Timeout bounds the whole drain: a source that keeps changing under
-	// the prefix, or a mirror that does not catch up, for this long fails
-	// it.
-	Timeout time.Duration
+	Source, Dest *clientv3.Client
+	core.Settings
 	// Quiet is how long the prefix must stay unchanged, with the mirror
 	// caught up, before the drain calls the destination ready: a source
 	// still written to is caught up only for moments (core.Drain).
-	Quiet          time.Duration
-	RequestTimeout time.Duration
+	Quiet time.Duration
 	// Clock times the quiet rule, the pauses between reads and the
-	// cutover record; nil is the real clock. Timeout and RequestTimeout
-	// are contexts, on the real clock.
+	// cutover record; nil is the real clock. DrainTimeout and
+	// RequestTimeout are contexts, on the real clock.
 	Clock  clockwork.Clock
 	Logger *zap.Logger
 }
@@ -110,13 +105,16 @@ type drainer struct {
 // Drain waits until the destination holds every source revision up to the
 // source's current revision under the prefix, and writes the cutover
 // record. It returns an error wrapping ErrNotDrained if that does not
-// happen within Timeout.
+// happen within DrainTimeout.
 func Drain(ctx context.Context, cfg DrainConfig) (*Cutover, error) {
+	if err := cfg.Settings.Validate(); err != nil {
+		return nil, err
+	}
 	d := &drainer{cfg: cfg, clock: cfg.Clock, st: core.NewDrain(cfg.Quiet)}
 	if d.clock == nil {
 		d.clock = clockwork.NewRealClock()
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, cfg.DrainTimeout)
 	defer cancel()
 	rctx, rcancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	srcID, _, err := clusterID(rctx, cfg.Source)
@@ -127,7 +125,7 @@ func Drain(ctx context.Context, cfg DrainConfig) (*Cutover, error) {
 	d.srcID = srcID
 	for {
 		if ctx.Err() != nil {
-			return nil, drainReason(d.st.GaveUp(d.clock.Now(), cfg.Timeout), cfg.Prefix, cfg.Timeout)
+			return nil, drainReason(d.st.GaveUp(d.clock.Now(), cfg.DrainTimeout), cfg.Prefix, cfg.DrainTimeout)
 		}
 		cut, err := d.once(ctx)
 		if cut != nil || errors.Is(err, ErrRefused) {

@@ -34,7 +34,7 @@ func TestOutcome(t *testing.T) {
 // TestOpsOf: a put copies, a delete deletes, and a version another mirror
 // wrote deletes this mirror's copy and is counted.
 func TestOpsOf(t *testing.T) {
-	mr := &mirror{cfg: Config{Policy: Keep}, ownPrefix: ownPrefix("m"), m: newMetrics(nil, clockwork.NewFakeClock())}
+	mr := &mirror{cfg: Config{}, ownPrefix: ownPrefix("m"), m: newMetrics(nil, clockwork.NewFakeClock())}
 	kv := &mvccpb.KeyValue{Key: []byte("/s/a"), Value: []byte("v"), ModRevision: 3}
 	ops := mr.opsOf([]core.Change{{Key: "/d/a", Put: kv}, {Key: "/d/b"}, {Key: "/d/c", Foreign: true}})
 	if len(ops) != 3 || !ops[0].put || ops[1].put || ops[2].put || ops[2].key != "/d/c" {

@@ -302,7 +302,7 @@ func (mr *mirror) unmapKey(k []byte) string { return mr.mapping().Unmap(k) }
 // identity is this mirror's checkpoint with nothing applied, but for a
 // failback (core.State adds it).
 func (mr *mirror) identity() Checkpoint {
-	return Checkpoint{SourceClusterID: mr.sourceID, SourcePrefix: mr.cfg.Prefix, DestPrefix: mr.cfg.DestPrefix, Policy: mr.cfg.Policy.String()}
+	return Checkpoint{SourceClusterID: mr.sourceID, SourcePrefix: mr.cfg.Prefix, DestPrefix: mr.cfg.DestPrefix, Policy: mr.cfg.Policy().String()}
 }
 
 // span is the key range of a prefix: key and range end, the whole

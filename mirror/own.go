@@ -54,7 +54,7 @@ func (mr *mirror) putOwned(key, val string, lease clientv3.LeaseID) owned {
 		opts = append(opts, clientv3.WithLease(lease))
 	}
 	write := []clientv3.Op{clientv3.OpPut(key, val, opts...), clientv3.OpPut(own, "", opts...)}
-	if core.PutGuard(mr.cfg.Policy) == core.Always {
+	if core.PutGuard(mr.cfg.Policy()) == core.Always {
 		return owned{key: key, put: true, op: clientv3.OpTxn(nil, write, nil)}
 	}
 	absent := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, write, nil)
@@ -67,7 +67,7 @@ func (mr *mirror) putOwned(key, val string, lease clientv3.LeaseID) owned {
 func (mr *mirror) deleteOwned(key string) owned {
 	own := mr.ownPrefix + key
 	del := []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(own)}
-	if core.DeleteGuard(mr.cfg.Policy) == core.Always {
+	if core.DeleteGuard(mr.cfg.Policy()) == core.Always {
 		return owned{key: key, op: clientv3.OpTxn(nil, del, nil)}
 	}
 	return owned{key: key, op: clientv3.OpTxn(

@@ -5,6 +5,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/understudy-kv/understudy/mirror/core"
 )
 
 // TestSkipped reads which puts a transaction left out from the shape of
@@ -40,8 +42,8 @@ func TestSkipReserved(t *testing.T) {
 // TestPolicyOps: under Keep, a put is conditional on ownership or absence
 // and a delete on ownership; under Prune neither is.
 func TestPolicyOps(t *testing.T) {
-	keep := &mirror{cfg: Config{Policy: Keep}, ownPrefix: ownPrefix("m")}
-	prune := &mirror{cfg: Config{Policy: Prune}, ownPrefix: ownPrefix("m")}
+	keep := &mirror{cfg: Config{}, ownPrefix: ownPrefix("m")}
+	prune := &mirror{cfg: Config{Settings: core.Settings{Prune: true}}, ownPrefix: ownPrefix("m")}
 	if cmps, _, els := keep.putOwned("k", "v", 0).op.Txn(); len(cmps) != 1 || len(els) != 1 {
 		t.Fatalf("Keep put: %d compares, %d else ops; want 1 and 1 (the absent-key branch)", len(cmps), len(els))
 	}

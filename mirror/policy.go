@@ -45,16 +45,16 @@ func (mr *mirror) checkPolicy(ctx context.Context) error {
 	if cp := mr.st.Checkpoint(); cp != nil {
 		stored = cp.Policy
 	}
-	change, write := mr.st.TakePolicy(mr.cfg.Policy, mr.cfg.ResetPolicy)
+	change, write := mr.st.TakePolicy(mr.cfg.Policy(), mr.cfg.ResetPolicy)
 	switch change {
 	case core.PolicyRefused:
-		return policyRefusal(stored, mr.cfg.Policy, mr.cfg.Name)
+		return policyRefusal(stored, mr.cfg.Policy(), mr.cfg.Name)
 	case core.PolicyAdopt:
 		mr.lg.Info("the checkpoint records no policy (written by an older mirror); adopting this mirror's",
-			zap.String("checkpoint", mr.cpKey), zap.Stringer("policy", mr.cfg.Policy))
+			zap.String("checkpoint", mr.cpKey), zap.Stringer("policy", mr.cfg.Policy()))
 	case core.PolicyReset:
 		mr.lg.Warn("--reset-policy: the checkpoint's policy is replaced",
-			zap.String("checkpoint", mr.cpKey), zap.String("was", stored), zap.Stringer("policy", mr.cfg.Policy))
+			zap.String("checkpoint", mr.cpKey), zap.String("was", stored), zap.Stringer("policy", mr.cfg.Policy()))
 	}
 	if !write {
 		return nil
@@ -62,7 +62,7 @@ func (mr *mirror) checkPolicy(ctx context.Context) error {
 	_, err := mr.commit(ctx, nil, *mr.st.Checkpoint())
 	switch {
 	case err == nil:
-		mr.lg.Info("wrote the policy into the checkpoint", zap.Stringer("policy", mr.cfg.Policy))
+		mr.lg.Info("wrote the policy into the checkpoint", zap.Stringer("policy", mr.cfg.Policy()))
 	case errors.Is(err, errFenced), errors.Is(err, ErrRefused):
 		return err
 	default:

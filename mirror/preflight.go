@@ -61,7 +61,7 @@ func (mr *mirror) preflight(ctx context.Context) error {
 	}
 	switch mr.st.Start(start) {
 	case core.BeginSync:
-		if mr.cfg.Policy == Keep {
+		if mr.cfg.Policy() == Keep {
 			return mr.refuseUnowned(ctx)
 		}
 	case core.BeginResync:

@@ -45,7 +45,7 @@ func (mr *mirror) sync(ctx context.Context) (*sourceWatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	compare, sweep := mr.st.SyncPlan(mr.cfg.Policy)
+	compare, sweep := mr.st.SyncPlan(mr.cfg.Policy())
 	if err := mr.copyAll(ctx, w, compare); err != nil {
 		w.stop()
 		return nil, err
@@ -96,7 +96,7 @@ func (mr *mirror) copyAll(ctx context.Context, w *sourceWatch, compare bool) err
 		}
 	}
 	mr.lg.Info("syncing in full", zap.Int64("watch-from", cp.Revision+1), zap.Int64("keys", total),
-		zap.Int64("already-copied", copied), zap.Stringer("policy", mr.cfg.Policy), zap.Bool("compare-first", compare))
+		zap.Int64("already-copied", copied), zap.Stringer("policy", mr.cfg.Policy()), zap.Bool("compare-first", compare))
 	var written, unchanged int
 	for {
 		if err := w.poll(); err != nil {
@@ -210,7 +210,7 @@ func (mr *mirror) sweep(ctx context.Context, w *sourceWatch) error {
 	}
 	if deleted > 0 || kept > 0 {
 		mr.lg.Info("swept the destination: deleted the keys the source no longer has", zap.Int("deleted", deleted),
-			zap.Int("kept-not-written-by-this-mirror", kept), zap.Stringer("policy", mr.cfg.Policy))
+			zap.Int("kept-not-written-by-this-mirror", kept), zap.Stringer("policy", mr.cfg.Policy()))
 	}
 	return nil
 }
@@ -244,18 +244,11 @@ func (mr *mirror) get(ctx context.Context, cli *clientv3.Client, key string, opt
 // batch is how many changes go in one transaction.
 func (mr *mirror) batch() int { return mr.cfg.MaxTxnOps - nestedOps - 1 }
 
-// defaultMaxRequestBytes is etcd's --max-request-bytes default.
-const defaultMaxRequestBytes = 1536 * 1024
-
 // budget is what one transaction may hold: batch changes, in at most three
 // quarters of the destination's --max-request-bytes (the rest is the
 // checkpoint, the transaction's framing, and ChangeBytes's error).
 func (mr *mirror) budget() core.Budget {
-	limit := mr.cfg.MaxRequestBytes
-	if limit == 0 {
-		limit = defaultMaxRequestBytes
-	}
-	return core.Budget{Ops: mr.batch(), Bytes: limit * 3 / 4}
+	return core.Budget{Ops: mr.batch(), Bytes: mr.cfg.MaxRequestBytes * 3 / 4}
 }
 
 // putOp copies one source key, with the destination lease of its source

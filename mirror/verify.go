@@ -45,16 +45,13 @@ func (d Difference) String() string {
 
 // VerifyConfig says what to compare.
 type VerifyConfig struct {
-	Source, Dest       *clientv3.Client
-	Prefix, DestPrefix string
-	// Name is the mirror whose checkpoint picks the source revision when
-	// Rev is 0: the destination is read as of a moment its checkpoint says
-	// revision R, and the source as of R, so a running mirror verifies
-	// exactly.
-	Name string
-	Rev  int64
+	Source, Dest *clientv3.Client
+	// Settings are the mirror's (the same flags). Name is the mirror
+	// whose checkpoint picks the source revision when Rev is 0: the
+	// destination is read as of a moment its checkpoint says revision R,
+	// and the source as of R, so a running mirror verifies exactly.
 	// PageSize is the number of keys per read.
-	PageSize int
+	core.Settings
 	// CopyMirrored: the mirror copies source keys other mirrors wrote
 	// into the source (Config.CopyMirrored); without it they are left out
 	// of the comparison, as the mirror leaves them out of the copy.
@@ -71,8 +68,8 @@ type VerifyConfig struct {
 // the mirror did not write (Kind "unowned", Differs false), and the source
 // revision compared.
 func Verify(ctx context.Context, cfg VerifyConfig) ([]Difference, int64, error) {
-	if cfg.PageSize <= 0 {
-		cfg.PageSize = 1000
+	if err := cfg.Settings.Validate(); err != nil {
+		return nil, 0, err
 	}
 	rev, drev, err := verifyRevisions(ctx, cfg)
 	if err != nil {
@@ -85,7 +82,7 @@ func Verify(ctx context.Context, cfg VerifyConfig) ([]Difference, int64, error) 
 	skey, send := span(cfg.Prefix)
 	dkey, dend := span(cfg.DestPrefix)
 	v := &verifier{
-		m:     &mirror{cfg: Config{Prefix: cfg.Prefix, DestPrefix: cfg.DestPrefix}},
+		m:     &mirror{cfg: Config{Settings: cfg.Settings}},
 		src:   &pager{cli: cfg.Source, next: skey, end: send, rev: rev, size: cfg.PageSize},
 		dst:   &pager{cli: cfg.Dest, next: dkey, end: dend, rev: drev, size: cfg.PageSize},
 		fs:    fs,

@@ -24,7 +24,10 @@
 //     destination key the mirror did or did not write, and which source
 //     versions are another mirror's;
 //   - the stall rule (Progress): whether the mirror has had work to do for
-//     too long without committing any.
+//     too long without committing any;
+//   - the operator's settings (Settings, DefaultSettings, Validate,
+//     MinTxnOps): the one definition `replica mirror`'s flags fill and
+//     the mirror runs by.
 //
 // Invariants the functions keep: a transaction holds whole source
 // revisions in order (one revision is split only when it alone exceeds the

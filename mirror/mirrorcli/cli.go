@@ -100,8 +100,7 @@ func probeSides(ctx context.Context, cfg config.Mirror) error {
 
 // runDrain is `replica mirror drain`.
 func runDrain(ctx context.Context, cfg config.Mirror, src, dst *clientv3.Client, lg *zap.Logger, stdout io.Writer, problems func(error)) int {
-	cut, err := mirror.Drain(ctx, mirror.DrainConfig{Source: src, Dest: dst, Prefix: cfg.Prefix, DestPrefix: cfg.MappedDestPrefix(), Name: cfg.Name,
-		Timeout: cfg.DrainTimeout, Quiet: mirror.DefaultDrainQuiet, RequestTimeout: cfg.CommandTimeout, Logger: lg})
+	cut, err := mirror.Drain(ctx, mirror.DrainConfig{Source: src, Dest: dst, Settings: cfg.Settings, Quiet: mirror.DefaultDrainQuiet, Logger: lg})
 	if err != nil {
 		problems(err)
 		return 1
@@ -120,7 +119,7 @@ func runVerify(ctx context.Context, cfg config.Mirror, src, dst *clientv3.Client
 	if cut != nil {
 		fmt.Fprintln(stdout, cut.RecordLine())
 	}
-	diffs, rev, err := mirror.Verify(ctx, mirror.VerifyConfig{Source: src, Dest: dst, Prefix: cfg.Prefix, DestPrefix: cfg.MappedDestPrefix(), Name: cfg.Name, Rev: cfg.Rev, PageSize: cfg.PageSize, Cutover: cut})
+	diffs, rev, err := mirror.Verify(ctx, mirror.VerifyConfig{Source: src, Dest: dst, Settings: cfg.Settings, Cutover: cut})
 	for _, d := range diffs {
 		fmt.Fprintln(stdout, d)
 	}
@@ -151,13 +150,8 @@ func runMirrorLoop(ctx context.Context, clock clockwork.Clock, cfg config.Mirror
 		return 2
 	}
 	defer stop()
-	err = mirror.Run(ctx, mirror.Config{
-		Source: src, Dest: dst, Prefix: cfg.Prefix, DestPrefix: cfg.MappedDestPrefix(),
-		Rev: cfg.Rev, Name: cfg.Name, MaxTxnOps: cfg.MaxTxnOps, MaxRequestBytes: cfg.MaxRequestBytes, PageSize: cfg.PageSize,
-		NoLeases: cfg.NoLeases, ProgressInterval: cfg.ProgressInterval, CycleCheckInterval: cfg.CycleCheckInterval, Policy: policy(cfg), ResetPolicy: cfg.ResetPolicy, Resync: cfg.Resync, Failback: cfg.Failback,
-		RequestTimeout: cfg.CommandTimeout, StallAfter: cfg.StallTimeout,
-		Clock: clock, Progress: syncProgress(lg, clock, stderr), Logger: lg, Registerer: reg,
-	})
+	err = mirror.Run(ctx, mirror.Config{Source: src, Dest: dst, Settings: cfg.Settings,
+		Clock: clock, Progress: syncProgress(lg, clock, stderr), Logger: lg, Registerer: reg})
 	if err != nil {
 		problems(err)
 		return 1
@@ -205,16 +199,6 @@ func serveMetrics(urls []string, reg *prometheus.Registry, lg *zap.Logger) (stop
 		}()
 	}
 	return stop, nil
-}
-
-func policy(cfg config.Mirror) mirror.Policy {
-	switch {
-	case cfg.Prune:
-		return mirror.Prune
-	case cfg.Overwrite:
-		return mirror.Overwrite
-	}
-	return mirror.Keep
 }
 
 // grpcOverheadBytes is what etcd's gRPC server takes beyond

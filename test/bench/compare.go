@@ -11,16 +11,17 @@ import (
 	"time"
 
 	"github.com/understudy-kv/understudy/compare"
+	"github.com/understudy-kv/understudy/config"
 )
 
 // compareFaults are the `replica compare` runs of the consistency
 // scenario: a quick run measures without a fault and under a replica
 // partition, a full run under every fault.
-func compareFaults(quick bool) []compare.Fault {
+func compareFaults(quick bool) []config.Fault {
 	if quick {
-		return []compare.Fault{compare.FaultNone, compare.FaultReplicaPartition}
+		return []config.Fault{config.FaultNone, config.FaultReplicaPartition}
 	}
-	return compare.Faults
+	return config.Faults
 }
 
 // compareScenario runs `replica compare`'s measurement on its local
@@ -29,7 +30,7 @@ func compareFaults(quick bool) []compare.Fault {
 // one row per path and run: reads, failed reads, and staleness at read time
 // as p50 and p99. The plots go under docs/consistency/<fault>/ beside doc.
 func compareScenario(quick bool, doc string) ([]Row, error) {
-	cfg := compare.DefaultConfig()
+	cfg := config.DefaultCompare()
 	cfg.Local = true
 	if quick {
 		cfg.Duration = 10 * time.Second

@@ -14,7 +14,9 @@ import (
 // `replica compare` run as a user whose only role reads and writes its
 // --prefix measures every path (the leader, a learner replica, a cascaded
 // replica, a mirror's destination) and cleans up; as a user that may only
-// read the prefix it fails at once, saying so, and writes nothing.
+// read the prefix it fails at once, saying so, and writes nothing. The
+// first takes its password from UNDERSTUDY_PASSWORD, as an operator keeps
+// it out of ps.
 func TestCompareWithItsMinimalRole(t *testing.T) {
 	bins := harness.Binaries(t)
 	bins.RequireReplica(t)
@@ -37,11 +39,11 @@ func TestCompareWithItsMinimalRole(t *testing.T) {
 		"mirror", "--source-endpoints", ep[0], "--dest-endpoints", dst.Endpoints()[0], "--prefix", "/cmp/", "--name", "cmp",
 		"--source-user", "root", "--source-password", "rootpw", "--log-level", "warn"}})
 	root := authClient(t, ep[0], "root", "rootpw")
-	run := func(user string, extra ...string) (int, string) {
+	run := func(user string, env []string, extra ...string) (int, string) {
 		t.Helper()
 		args := append([]string{"compare", "--primary", ep[0], "--replica", rep.ClientURL, "--cascaded", casc.ClientURL,
 			"--mirror-dest", dst.Endpoints()[0], "--prefix", "/cmp/", "--user", user}, extra...)
-		p := harness.Start(t, harness.ProcConfig{Name: "compare-" + strings.Split(user, ":")[0], Bin: bins.Replica, Args: args})
+		p := harness.Start(t, harness.ProcConfig{Name: "compare-" + strings.Split(user, ":")[0], Bin: bins.Replica, Args: args, Env: env})
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		code, err := p.Wait(ctx)
@@ -52,7 +54,7 @@ func TestCompareWithItsMinimalRole(t *testing.T) {
 	}
 
 	revBefore := head(t, root)
-	if code, log := run("short:shortpw", "--duration", "5s"); code == 0 || !strings.Contains(log, "permission denied") || !strings.Contains(log, `--user "short" needs read and write on --prefix /cmp/`) || strings.Contains(log, "shortpw\"") {
+	if code, log := run("short:shortpw", nil, "--duration", "5s"); code == 0 || !strings.Contains(log, "permission denied") || !strings.Contains(log, `--user "short" needs read and write on --prefix /cmp/`) || strings.Contains(log, "shortpw\"") {
 		t.Fatalf("compare as a user that may only read its prefix: exit %d, want a permission error:\n%s", code, log)
 	} else {
 		t.Logf("compare with one permission less:\n%s", harnessTail(log))
@@ -62,9 +64,9 @@ func TestCompareWithItsMinimalRole(t *testing.T) {
 	}
 
 	out := t.TempDir()
-	code, log := run("cmp:cmppw", "--duration", "8s", "--out", out)
-	if code != 0 {
-		t.Fatalf("compare with its minimal role: exit %d:\n%s", code, log)
+	code, log := run("cmp", []string{"UNDERSTUDY_PASSWORD=cmppw"}, "--duration", "8s", "--out", out)
+	if code != 0 || strings.Contains(log, "cmppw") {
+		t.Fatalf("compare with its minimal role, its password in UNDERSTUDY_PASSWORD: exit %d (want 0, the password never shown):\n%s", code, log)
 	}
 	r := readReport(t, out, log)
 	for _, pr := range r.Paths {
