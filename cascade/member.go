@@ -60,14 +60,21 @@ func (m prover) Prove(ctx context.Context, req readindex.ProofRequest) (readinde
 	stop := context.AfterFunc(session, cancel) // u no longer followed: ask the next
 	defer stop()
 	atAsk := m.s.Revision()
+	asked := m.s.clock.Now()
 	resp, err := cli.Get(ctx, probeKey, clientv3.WithCountOnly())
 	if err != nil {
 		return readindex.Proof{}, fmt.Errorf("cascade: a linearizable revision from --upstream %s: %w", url, err)
 	}
+	answered := m.s.clock.Now()
+	m.s.m.proofSeconds.WithLabelValues("upstream").Observe(answered.Sub(asked).Seconds())
 	if err := m.s.checkHeader(url, "a linearizable read (a strong read's proof)", resp.Header, atAsk, true); err != nil {
 		return readindex.Proof{}, err
 	}
-	return readindex.Proof{}, m.s.WaitRevision(ctx, resp.Header.Revision)
+	err = m.s.WaitRevision(ctx, resp.Header.Revision)
+	if err == nil {
+		m.s.m.proofSeconds.WithLabelValues("apply").Observe(m.s.clock.Since(answered).Seconds())
+	}
+	return readindex.Proof{}, err
 }
 
 // proofClient is the client proofs ask: the upstream whose watch the store

@@ -17,6 +17,7 @@ type Metrics struct {
 	historyChanges prometheus.Counter
 	agedRounds     prometheus.Counter
 	applySeconds   prometheus.Histogram
+	proofSeconds   *prometheus.HistogramVec
 	authCopies     prometheus.Counter
 	current        atomic.Pointer[Store]
 }
@@ -38,6 +39,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Background freshness rounds answered from an upstream's own last round (a bounded read within the background period, which costs the upstream and the leader no ReadIndex round): the store is then fresh as of that round's start."}),
 		authCopies: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "cascade", Name: "auth_copies_total",
 			Help: "Copies made of the source cluster's auth (users, roles, permissions): one at every bootstrap, and one whenever its auth revision moved."}),
+		proofSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "understudy", Subsystem: "cascade", Name: "proof_seconds",
+			Help: "Where a strong read's proof spends its time: phase=upstream, the upstream's answer to a linearizable read (its own round, on a replica upstream); phase=apply, then until the store holds the revision it answered (the upstream's watch delivering it, and this replica applying it).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"phase"}),
 		applySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "understudy", Subsystem: "cascade", Name: "apply_seconds",
 			Help: "Time to apply (and check) one watch response of the upstream, one local transaction per source revision in it.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 	}
@@ -52,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			return 0
 		}
 	}
-	reg.MustRegister(m.bootstraps, m.bootstrapBytes, m.switches, m.divergences, m.historyChanges, m.agedRounds, m.applySeconds, m.authCopies,
+	reg.MustRegister(m.bootstraps, m.bootstrapBytes, m.switches, m.divergences, m.historyChanges, m.proofSeconds, m.agedRounds, m.applySeconds, m.authCopies,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "cascade", Name: "revision",
 			Help: "The source revision the cascaded replica's store holds."}, store(func(s *Store) float64 { return float64(s.Revision()) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "cascade", Name: "lag_revisions",
