@@ -17,7 +17,7 @@ import (
 // read the prefix it fails at once, saying so, and writes nothing.
 func TestCompareWithItsMinimalRole(t *testing.T) {
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
 	rep := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "replica"})
 	ep := c.Endpoints()

@@ -26,7 +26,7 @@ const compareDuration = 12 * time.Second
 func runCompare(t *testing.T, args ...string) (*compare.Report, string, string) {
 	t.Helper()
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	out, cwd := t.TempDir(), t.TempDir()
 	p := harness.Start(t, harness.ProcConfig{Name: "compare", Bin: bins.Replica, Dir: cwd,
 		Args: append([]string{"compare", "--local", "--duration", compareDuration.String(), "--out", out}, args...)})
