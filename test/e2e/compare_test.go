@@ -13,6 +13,7 @@ import (
 
 	"github.com/understudy-kv/understudy/compare"
 	"github.com/understudy-kv/understudy/test/harness"
+	"github.com/understudy-kv/understudy/test/plotcheck"
 )
 
 // compareDuration is runCompare's --duration: every path read thousands of
@@ -120,7 +121,7 @@ func TestCompareLocal(t *testing.T) {
 		}
 	}
 	for _, name := range compare.PlotFiles {
-		if err := compare.CheckPlot(filepath.Join(out, name), compare.Paths); err != nil {
+		if err := plotcheck.Check(filepath.Join(out, name), compare.Paths); err != nil {
 			t.Error(err)
 		}
 	}
