@@ -19,9 +19,9 @@ func TestClusterConfigValidateNamesEveryBadField(t *testing.T) {
 	}
 }
 
-// A member that exits while the cluster starts ends the wait (a stop, not
-// the deadline: TestWaitForStopsAtAStopError), with why: here a shell
-// given etcd's flags, which it refuses.
+// A member that exits while the cluster starts ends the wait, rather than
+// the deadline, with why: here a shell given etcd's flags, which it
+// refuses.
 func TestStartClusterSaysWhyAMemberExited(t *testing.T) {
 	e := testEnv(t)
 	_, err := StartCluster(e, ClusterConfig{Bins: &Bins{Primary: "/bin/sh"}, N: 1})
@@ -32,6 +32,9 @@ func TestStartClusterSaysWhyAMemberExited(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("StartCluster: %v; want it to say %q", err, want)
 		}
+	}
+	if strings.Contains(err.Error(), "not within") {
+		t.Errorf("StartCluster: %v; want the exit to end the wait, not the deadline", err)
 	}
 	t.Log(err)
 }
