@@ -5,12 +5,12 @@ package compare
 // installed beside this one (the replica users get: no build tag).
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
-
-	"context"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -25,7 +25,6 @@ import (
 // a one-member destination cluster. Every part is a real process, started
 // and stopped by package loopback.
 type Local struct {
-	t       loopback.TB
 	Cluster *loopback.Cluster
 	Replica *loopback.Replica
 	// Cascaded is a cascaded replica fed by Replica.
@@ -35,67 +34,108 @@ type Local struct {
 	clients  Clients
 }
 
-// StartLocal starts the topology of bins through t (a *testing.T, or a
-// loopback.Runner), all of it stopped at t's cleanup; the mirror copies
+// StartLocal starts the topology of bins in e, all of it stopped at e's
+// Close (also after an error: what was started is e's); the mirror copies
 // prefix.
-func StartLocal(t loopback.TB, bins *loopback.Bins, prefix string) *Local {
-	t.Helper()
-	bins.RequireReplica(t)
-	l := &Local{t: t}
-	l.Cluster = loopback.StartCluster(t, loopback.ClusterConfig{Bins: bins, N: 3, PeerProxies: true})
-	l.Replica = loopback.StartReplica(t, l.Cluster, loopback.ReplicaConfig{Name: "replica", PeerProxy: true})
-	l.Cascaded = loopback.StartReplica(t, l.Cluster, loopback.ReplicaConfig{Name: "cascaded", Upstream: []string{l.Replica.ClientURL}})
-	l.Dest = loopback.StartCluster(t, loopback.ClusterConfig{Bins: bins, N: 1})
-	l.Mirror = loopback.Start(t, loopback.ProcConfig{Name: "mirror", Bin: l.Cluster.Bins.Replica, Args: []string{
+func StartLocal(e *loopback.Env, bins *loopback.Bins, prefix string) (*Local, error) {
+	if err := bins.RequireReplica(); err != nil {
+		return nil, err
+	}
+	l := &Local{}
+	var err error
+	if l.Cluster, err = loopback.StartCluster(e, loopback.ClusterConfig{Bins: bins, N: 3, PeerProxies: true}); err != nil {
+		return nil, err
+	}
+	if l.Replica, err = loopback.StartReplica(e, l.Cluster, loopback.ReplicaConfig{Name: "replica", PeerProxy: true}); err != nil {
+		return nil, err
+	}
+	if l.Cascaded, err = loopback.StartReplica(e, l.Cluster, loopback.ReplicaConfig{Name: "cascaded", Upstream: []string{l.Replica.ClientURL}}); err != nil {
+		return nil, err
+	}
+	if l.Dest, err = loopback.StartCluster(e, loopback.ClusterConfig{Bins: bins, N: 1}); err != nil {
+		return nil, err
+	}
+	if l.Mirror, err = loopback.Start(e, loopback.ProcConfig{Name: "mirror", Bin: l.Cluster.Bins.Replica, Args: []string{
 		"mirror", "--source-endpoints", strings.Join(l.Cluster.Endpoints(), ","), "--dest-endpoints", l.Dest.Endpoints()[0],
 		"--prefix", prefix, "--name", "compare", "--log-level", "warn",
-	}})
-	l.clients = Clients{Primary: l.Cluster.Client(t), Replica: localClient(t, l.Replica.ClientURL), Cascaded: localClient(t, l.Cascaded.ClientURL), Mirror: l.Dest.Client(t)}
-	return l
+	}}); err != nil {
+		return nil, err
+	}
+	if l.clients.Primary, err = l.Cluster.Client(); err != nil {
+		return nil, err
+	}
+	if l.clients.Replica, err = localClient(e, l.Replica.ClientURL); err != nil {
+		return nil, err
+	}
+	if l.clients.Cascaded, err = localClient(e, l.Cascaded.ClientURL); err != nil {
+		return nil, err
+	}
+	if l.clients.Mirror, err = l.Dest.Client(); err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // Clients returns clients of the voters, the replica and the mirror's
-// destination, closed at t's cleanup.
+// destination, closed at the Close of the Env the topology started in.
 func (l *Local) Clients() Clients { return l.clients }
 
-func localClient(t loopback.TB, url string) *clientv3.Client {
+func localClient(e *loopback.Env, url string) (*clientv3.Client, error) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), DialOptions: DialOptions()})
 	if err != nil {
-		t.Fatalf("compare: client of %s: %v", url, err)
+		return nil, fmt.Errorf("compare: client of %s: %w", url, err)
 	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
+	if err := e.OnClose(func() error {
+		if err := cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("compare: client of %s: %w", url, err)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return cli, nil
 }
 
 // Injector returns what applies fault f to the topology; nil for
-// config.FaultNone. do runs harness calls so that a failure becomes an error
-// (loopback.Runner.Do, or a function that just calls its argument under
-// go test).
-func (l *Local) Injector(f config.Fault, do func(func()) error) (Injector, error) {
+// FaultNone.
+func (l *Local) Injector(f config.Fault) (Injector, error) {
 	switch f {
 	case config.FaultNone:
 		return nil, nil
 	case config.FaultReplicaPartition:
-		return &localFault{do: do,
-			inject: func() { l.Replica.CutPeerLinks(l.t, l.Cluster) },
-			heal:   func() { l.Replica.HealPeerLinks(l.Cluster) }}, nil
+		return &localFault{
+			inject: func() error { return l.Replica.CutPeerLinks(l.Cluster) },
+			heal:   func() error { l.Replica.HealPeerLinks(l.Cluster); return nil }}, nil
 	case config.FaultMirrorKill:
-		return &localFault{do: do,
-			inject: func() { l.Mirror.Kill() },
-			heal:   func() { l.Mirror.Restart(l.t) }}, nil
+		return &localFault{
+			inject: func() error { l.Mirror.Kill(); return nil },
+			heal:   l.Mirror.Restart}, nil
 	case config.FaultLeaderKill:
 		var leader *loopback.Member
-		return &localFault{do: do,
-			inject: func() { leader = l.Cluster.Leader(l.t); leader.Proc.Kill() },
-			heal:   func() { leader.Proc.Restart(l.t) }}, nil
+		return &localFault{
+			inject: func() error {
+				var err error
+				if leader, err = l.Cluster.Leader(); err != nil {
+					return err
+				}
+				leader.Proc.Kill()
+				return nil
+			},
+			heal: func() error { return leader.Proc.Restart() }}, nil
 	case config.FaultQuorumLoss:
 		var dead []*loopback.Member
-		return &localFault{do: do,
-			inject: func() { dead = l.killMajority() },
-			heal: func() {
+		return &localFault{
+			inject: func() error {
+				var err error
+				dead, err = l.killMajority()
+				return err
+			},
+			heal: func() error {
+				var errs []error
 				for _, m := range dead {
-					m.Proc.Restart(l.t)
+					errs = append(errs, m.Proc.Restart())
 				}
+				return errors.Join(errs...)
 			}}, nil
 	}
 	return nil, fmt.Errorf("compare: fault %q: not one the local topology knows", f)
@@ -103,8 +143,11 @@ func (l *Local) Injector(f config.Fault, do func(func()) error) (Injector, error
 
 // killMajority kills the leader and one follower: the one voter left has
 // no quorum, the replica no leader.
-func (l *Local) killMajority() []*loopback.Member {
-	leader := l.Cluster.Leader(l.t)
+func (l *Local) killMajority() ([]*loopback.Member, error) {
+	leader, err := l.Cluster.Leader()
+	if err != nil {
+		return nil, err
+	}
 	dead := []*loopback.Member{leader}
 	for _, m := range l.Cluster.Members {
 		if m != leader {
@@ -115,31 +158,40 @@ func (l *Local) killMajority() []*loopback.Member {
 	for _, m := range dead {
 		m.Proc.Kill()
 	}
-	return dead
+	return dead, nil
 }
 
 type localFault struct {
-	do           func(func()) error
-	inject, heal func()
+	inject, heal func() error
 }
 
-func (f *localFault) Inject() error { return f.do(f.inject) }
-func (f *localFault) Heal() error   { return f.do(f.heal) }
+func (f *localFault) Inject() error { return f.inject() }
+func (f *localFault) Heal() error   { return f.heal() }
 
 // runLocal measures cfg on a local topology of its own, torn down
-// afterwards, from the binaries installed beside this one.
-func runLocal(ctx context.Context, cfg config.Compare, opts Options) (*Analysis, error) {
+// afterwards, from the binaries installed beside this one. When it fails,
+// the end of each process's log goes to opts.HarnessLog.
+func runLocal(ctx context.Context, cfg config.Compare, opts Options) (a *Analysis, err error) {
 	bins, err := localBinaries()
 	if err != nil {
 		return nil, err
 	}
-	r := loopback.NewRunner("compare", opts.HarnessLog)
-	defer r.Finish()
-	var l *Local
-	if err := r.Do(func() { l = StartLocal(r, &bins, cfg.Prefix) }); err != nil {
+	failed := false
+	e, err := loopback.NewEnv(loopback.EnvConfig{Name: "compare", Log: opts.HarnessLog, ShowLogs: func() bool { return failed }})
+	if err != nil {
 		return nil, fmt.Errorf("compare: local topology: %w", err)
 	}
-	inj, err := l.Injector(cfg.Fault, r.Do)
+	defer func() {
+		failed = err != nil
+		if cerr := e.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("compare: stopping the local topology: %w", cerr))
+		}
+	}()
+	l, err := StartLocal(e, &bins, cfg.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("compare: local topology: %w", err)
+	}
+	inj, err := l.Injector(cfg.Fault)
 	if err != nil {
 		return nil, err
 	}

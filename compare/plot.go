@@ -44,6 +44,9 @@ var faultShade = color.RGBA{R: 0xe0, G: 0xe0, B: 0xe0, A: 0xff}
 // PathColor is the colour of p's series in the plots.
 func PathColor(p Path) color.RGBA { return pathColors[p] }
 
+// FaultShade is the colour that shades the fault's window in the plots.
+func FaultShade() color.RGBA { return faultShade }
+
 // figure is a plot, or a column of plots sharing an x axis.
 type figure [][]*plot.Plot
 

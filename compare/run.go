@@ -26,8 +26,8 @@ type Options struct {
 	Stdout io.Writer
 	// Progress, if not nil, shows a progress bar (give it a terminal).
 	Progress io.Writer
-	// HarnessLog receives the local topology's harness lines; nil drops
-	// them.
+	// HarnessLog receives, when a --local run fails, the end of the log of
+	// each process of its topology; nil drops them.
 	HarnessLog io.Writer
 	Logger     *zap.Logger
 	// Clock times the run: its start, the fault window, the readers'

@@ -1,6 +1,7 @@
 package loopback
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,21 +17,22 @@ type Bins struct {
 	Etcdctl string // stock etcdctl; "" if none
 	Primary string // cmd/primary (KindPrimary)
 	Replica string // cmd/replica; see RequireReplica
-	// Etcd36, if set, returns stock etcd Etcd36Version (KindEtcd36),
-	// failing t if it cannot (the test harness builds it).
-	Etcd36 func(t TB) string
+	// Etcd36, if set, returns the path of stock etcd Etcd36Version
+	// (KindEtcd36), or why there is none (the test harness builds it).
+	Etcd36 func() (string, error)
 	// Missing says where the replica binary was looked for, for
 	// RequireReplica's message.
 	Missing string
 }
 
-// RequireReplica fails t when there is no replica binary. It fails rather
-// than skips, so that a missing command is never mistaken for a pass.
-func (b *Bins) RequireReplica(t TB) {
-	t.Helper()
+// RequireReplica returns an error when there is no replica binary, saying
+// where it was looked for (a test fails on it rather than skip, so that a
+// missing command is never mistaken for a pass).
+func (b *Bins) RequireReplica() error {
 	if b.Replica == "" {
-		t.Fatalf("loopback: this needs the replica binary, but there is none (%s)", b.Missing)
+		return fmt.Errorf("loopback: this needs the replica binary, but there is none (%s)", b.Missing)
 	}
+	return nil
 }
 
 // Installed returns the binaries of an installation: self (the running

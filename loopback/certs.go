@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -20,7 +21,8 @@ import (
 
 // Certs are PEM files of a test CA and of one certificate it signed for
 // 127.0.0.1, good for both server and client authentication: every member,
-// replica and client of a TLS test uses the same one, as etcd's own tests do.
+// replica and client of a TLS topology uses the same one, as etcd's own
+// tests do.
 type Certs struct {
 	CA, Cert, Key string
 
@@ -30,31 +32,35 @@ type Certs struct {
 	dir   string
 	ca    *x509.Certificate
 	caKey *ecdsa.PrivateKey
+	// client is the client configuration with the certificate
+	// (ClientConfig), built once the files are written.
+	client *tls.Config
 }
 
-// NewCerts writes a fresh CA and certificate into a temp dir.
-func NewCerts(t TB) *Certs {
-	t.Helper()
-	return newCerts(t, []net.IP{net.ParseIP("127.0.0.1")}, []string{"localhost"})
+// NewCerts writes a fresh CA and certificate into a directory of e.
+func NewCerts(e *Env) (*Certs, error) {
+	return newCerts(e, []net.IP{net.ParseIP("127.0.0.1")}, []string{"localhost"})
 }
 
 // NewCertsAddressOnly is NewCerts with a certificate for 127.0.0.1 alone,
 // no DNS name: a client that dials https://localhost is refused ("valid
 // for 127.0.0.1, not localhost"), as clients that dial a name a member's
 // certificate does not list are.
-func NewCertsAddressOnly(t TB) *Certs {
-	t.Helper()
-	return newCerts(t, []net.IP{net.ParseIP("127.0.0.1")}, nil)
+func NewCertsAddressOnly(e *Env) (*Certs, error) {
+	return newCerts(e, []net.IP{net.ParseIP("127.0.0.1")}, nil)
 }
 
 // newCerts writes a fresh CA and a certificate for ips and dns.
-func newCerts(t TB, ips []net.IP, dns []string) *Certs {
-	t.Helper()
+func newCerts(e *Env, ips []net.IP, dns []string) (*Certs, error) {
+	fail := func(err error) (*Certs, error) { return nil, fmt.Errorf("loopback: certificates: %w", err) }
 	clock := clockwork.NewRealClock()
-	dir := t.TempDir()
+	dir, err := e.TempDir()
+	if err != nil {
+		return fail(err)
+	}
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		return fail(err)
 	}
 	caTmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "understudy test CA"},
@@ -63,12 +69,15 @@ func newCerts(t TB, ips []net.IP, dns []string) *Certs {
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	if err != nil {
-		t.Fatal(err)
+		return fail(err)
 	}
-	ca, _ := x509.ParseCertificate(caDER)
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return fail(err)
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		return fail(err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "root"},
@@ -79,11 +88,11 @@ func newCerts(t TB, ips []net.IP, dns []string) *Certs {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
-		t.Fatal(err)
+		return fail(err)
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return fail(err)
 	}
 	c := &Certs{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "cert.pem"), Key: filepath.Join(dir, "key.pem"), clock: clock, dir: dir, ca: ca, caKey: caKey}
 	for path, block := range map[string]*pem.Block{
@@ -92,18 +101,20 @@ func newCerts(t TB, ips []net.IP, dns []string) *Certs {
 		c.Key:  {Type: "EC PRIVATE KEY", Bytes: keyDER},
 	} {
 		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-			t.Fatal(err)
+			return fail(err)
 		}
 	}
-	return c
+	if c.client, err = (transport.TLSInfo{CertFile: c.Cert, KeyFile: c.Key, TrustedCAFile: c.CA}).ClientConfig(); err != nil {
+		return fail(err)
+	}
+	return c, nil
 }
 
 // ClientCert writes a client certificate for common name cn, signed by the
 // CA, and returns its certificate and key files: etcd with
 // --client-cert-auth takes cn as the user name.
-func (c *Certs) ClientCert(t TB, cn string) (cert, key string) {
-	t.Helper()
-	return c.issue(t, &x509.Certificate{
+func (c *Certs) ClientCert(cn string) (cert, key string, err error) {
+	return c.issue(&x509.Certificate{
 		Subject: pkix.Name{CommonName: cn}, KeyUsage: x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}, cn)
@@ -113,9 +124,8 @@ func (c *Certs) ClientCert(t TB, cn string) (cert, key string) {
 // dials as the cluster's own does (127.0.0.1, both usages), and returns its
 // certificate and key files: a member whose user, with --client-cert-auth,
 // is cn rather than root.
-func (c *Certs) MemberCert(t TB, cn string) (cert, key string) {
-	t.Helper()
-	return c.issue(t, &x509.Certificate{
+func (c *Certs) MemberCert(cn string) (cert, key string, err error) {
+	return c.issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: cn},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
@@ -125,40 +135,40 @@ func (c *Certs) MemberCert(t TB, cn string) (cert, key string) {
 
 // issue signs tmpl (a day's validity and a serial are set here) with a new
 // key and writes NAME-cert.pem and NAME-key.pem.
-func (c *Certs) issue(t TB, tmpl *x509.Certificate, name string) (cert, key string) {
-	t.Helper()
+func (c *Certs) issue(tmpl *x509.Certificate, name string) (cert, key string, err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("loopback: certificate %s: %w", name, err)
+		}
+	}()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		return "", "", err
 	}
 	tmpl.SerialNumber = big.NewInt(c.clock.Now().UnixNano())
 	tmpl.NotBefore, tmpl.NotAfter = c.clock.Now().Add(-time.Hour), c.clock.Now().Add(24*time.Hour)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.ca, &k.PublicKey, c.caKey)
 	if err != nil {
-		t.Fatal(err)
+		return "", "", err
 	}
 	keyDER, err := x509.MarshalECPrivateKey(k)
 	if err != nil {
-		t.Fatal(err)
+		return "", "", err
 	}
 	cert, key = filepath.Join(c.dir, name+"-cert.pem"), filepath.Join(c.dir, name+"-key.pem")
 	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
+		return "", "", err
 	}
 	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
+		return "", "", err
 	}
-	return cert, key
+	return cert, key, nil
 }
 
-// ClientConfig is a TLS client configuration with the certificate.
-func (c *Certs) ClientConfig(t TB) *tls.Config {
-	t.Helper()
-	cfg, err := transport.TLSInfo{CertFile: c.Cert, KeyFile: c.Key, TrustedCAFile: c.CA}.ClientConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+// ClientConfig is a TLS client configuration with the certificate, a copy
+// of its own for the caller to change.
+func (c *Certs) ClientConfig() *tls.Config {
+	return c.client.Clone()
 }
 
 // EtcdFlags are etcd's flags for client and peer TLS with client

@@ -2,8 +2,10 @@ package loopback
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -121,54 +123,85 @@ type Cluster struct {
 	// TLS is the cluster's certificates; nil for plain http.
 	TLS *Certs
 
-	// status serves the harness's own Status calls, each of which dials
+	// status serves the cluster's own Status calls, each of which dials
 	// the one endpoint it names.
 	status *clientv3.Client
+	// env owns the cluster's processes, proxies and clients.
+	env *Env
+}
+
+// members is the number of members cfg asks for: N, else len(Kinds),
+// else 3.
+func (cfg ClusterConfig) members() int {
+	switch {
+	case cfg.N != 0:
+		return cfg.N
+	case len(cfg.Kinds) != 0:
+		return len(cfg.Kinds)
+	default:
+		return 3
+	}
+}
+
+// Validate reports every field of cfg that StartCluster could not start,
+// naming it and what would be valid.
+func (cfg ClusterConfig) Validate() error {
+	n := cfg.members()
+	var errs []error
+	if cfg.Bins == nil {
+		errs = append(errs, errors.New("loopback: ClusterConfig.Bins: nil; say which binaries the cluster runs"))
+	}
+	if n < 0 || len(cfg.Kinds) > n {
+		errs = append(errs, fmt.Errorf("loopback: ClusterConfig: a cluster of N=%d with %d kinds; want N >= 0 and at most N kinds", cfg.N, len(cfg.Kinds)))
+	}
+	if (cfg.PeerProxies || cfg.ClientProxies) && cfg.TLS != nil {
+		errs = append(errs, errors.New("loopback: ClusterConfig.PeerProxies and ClientProxies are for plain http clusters, and TLS is set"))
+	}
+	if len(cfg.Hosts) > 0 && len(cfg.Hosts) != n {
+		errs = append(errs, fmt.Errorf("loopback: ClusterConfig.Hosts: %d hosts for %d members; want one per member", len(cfg.Hosts), n))
+	}
+	if len(cfg.Hosts) > 0 && (cfg.PeerProxies || cfg.ClientProxies || cfg.TLS != nil) {
+		errs = append(errs, errors.New("loopback: ClusterConfig.Hosts is for plain http clusters without proxies"))
+	}
+	return errors.Join(errs...)
 }
 
 // StartCluster starts a new cluster of real etcd and/or primary processes on
-// 127.0.0.1 (or on cfg.Hosts) and waits until every member answers and all agree on a leader.
-func StartCluster(t TB, cfg ClusterConfig) *Cluster {
-	t.Helper()
-	n := cfg.N
-	if n == 0 {
-		n = len(cfg.Kinds)
+// 127.0.0.1 (or on cfg.Hosts), owned by e, and waits until every member
+// answers and all agree on a leader. On an error, what it started is
+// still e's, stopped at e's Close.
+func StartCluster(e *Env, cfg ClusterConfig) (*Cluster, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if n == 0 {
-		n = 3
-	}
-	if (cfg.PeerProxies || cfg.ClientProxies) && cfg.TLS != nil {
-		t.Fatalf("loopback: PeerProxies and ClientProxies are for plain http clusters")
-	}
-	if len(cfg.Hosts) > 0 && len(cfg.Hosts) != n {
-		t.Fatalf("loopback: ClusterConfig.Hosts: %d hosts for %d members; want one per member", len(cfg.Hosts), n)
-	}
-	if len(cfg.Hosts) > 0 && (cfg.PeerProxies || cfg.ClientProxies || cfg.TLS != nil) {
-		t.Fatalf("loopback: ClusterConfig.Hosts is for plain http clusters without proxies")
-	}
-	if n < 0 || len(cfg.Kinds) > n {
-		t.Fatalf("loopback: cluster of N=%d with %d kinds", cfg.N, len(cfg.Kinds))
-	}
-	bins := cfg.Bins
-	if bins == nil {
-		t.Fatalf("loopback: ClusterConfig.Bins: nil; say which binaries the cluster runs")
-	}
-	c := &Cluster{Bins: bins, Kinds: make([]Kind, n), TLS: cfg.TLS}
+	c := &Cluster{Bins: cfg.Bins, Kinds: make([]Kind, cfg.members()), TLS: cfg.TLS, env: e}
 	url := URL
 	if cfg.TLS != nil {
 		url = httpsURL
 	}
 	copy(c.Kinds, cfg.Kinds)
 
-	peers := c.addMembers(t, cfg, url)
-	token := clusterToken(t, cfg, c.Members)
-	for _, m := range c.Members {
-		bin := memberBin(t, bins, m)
-		m.Proc = Start(t, ProcConfig{Name: m.Name + "-" + m.Kind.String(), Bin: bin, Args: append(m.args(peers, token, cfg.TLS), cfg.ExtraArgs...), Exec: m.Host.Exec})
+	peers, err := c.addMembers(e, cfg, url)
+	if err != nil {
+		return nil, err
 	}
-	c.status = c.Client(t)
-	c.waitReady(t)
-	return c
+	token := clusterToken(e, cfg, c.Members)
+	for _, m := range c.Members {
+		bin, err := memberBin(c.Bins, m)
+		if err != nil {
+			return nil, err
+		}
+		if m.Proc, err = Start(e, ProcConfig{Name: m.Name + "-" + m.Kind.String(), Bin: bin, Args: append(m.args(peers, token, cfg.TLS), cfg.ExtraArgs...), Exec: m.Host.Exec}); err != nil {
+			return nil, err
+		}
+	}
+	if c.status, err = c.Client(); err != nil {
+		return nil, err
+	}
+	if err := c.waitReady(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // advertiseClientURL is the client URL the member advertises.
@@ -180,16 +213,15 @@ func (m *Member) advertiseClientURL() string {
 }
 
 // waitReady waits until every member answers Status and all report the same
-// leader, then records member ids.
-func (c *Cluster) waitReady(t TB) {
-	t.Helper()
+// leader, then records member ids. A member that exits ends the wait.
+func (c *Cluster) waitReady() error {
 	ids := make([]uint64, len(c.Members))
-	WaitFor(t, readyTimeout, "cluster ready (every member answers Status and reports the same leader)", func() (bool, error) {
+	err := WaitFor(readyTimeout, "cluster ready (every member answers Status and reports the same leader)", func() (bool, error) {
 		var leader uint64
 		var leaderFrom string
 		for i, m := range c.Members {
 			if m.Proc.Exited() {
-				t.Fatalf("loopback: member %s (%v) exited while the cluster was starting; its log follows", m.Name, m.Kind)
+				return false, stop{fmt.Errorf("loopback: member %s (%v) exited while the cluster was starting (%s)", m.Name, m.Kind, m.Proc.exitNote())}
 			}
 			st, err := c.Status(m)
 			if err != nil {
@@ -206,9 +238,13 @@ func (c *Cluster) waitReady(t TB) {
 		}
 		return true, nil
 	})
+	if err != nil {
+		return err
+	}
 	for i, m := range c.Members {
 		m.ID = ids[i]
 	}
+	return nil
 }
 
 // Endpoints returns every member's client URL, in member order.
@@ -220,9 +256,9 @@ func (c *Cluster) Endpoints() []string {
 	return eps
 }
 
-// Client returns a client for all members, closed at cleanup.
-func (c *Cluster) Client(t TB) *clientv3.Client {
-	t.Helper()
+// Client returns a client for all members, closed at the Close of the Env
+// that started the cluster.
+func (c *Cluster) Client() (*clientv3.Client, error) {
 	cfg := clientv3.Config{
 		Endpoints:   c.Endpoints(),
 		DialTimeout: 5 * time.Second,
@@ -231,33 +267,44 @@ func (c *Cluster) Client(t TB) *clientv3.Client {
 		Logger: zap.NewNop(),
 	}
 	if c.TLS != nil {
-		cfg.TLS = c.TLS.ClientConfig(t)
+		cfg.TLS = c.TLS.ClientConfig()
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
-		t.Fatalf("loopback: client for %v: %v", c.Endpoints(), err)
+		return nil, fmt.Errorf("loopback: client for %v: %w", c.Endpoints(), err)
 	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
+	if err := c.env.own("client of "+strings.Join(c.Endpoints(), ","), func() error { return closeClient(cli) }); err != nil {
+		return nil, err
+	}
+	return cli, nil
+}
+
+// closeClient closes cli; a client its user closed already is no error.
+func closeClient(cli *clientv3.Client) error {
+	if err := cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
 }
 
 // Leader waits up to 30 s until the running members agree on a leader that
 // is one of them, and returns it.
-func (c *Cluster) Leader(t TB) *Member {
-	t.Helper()
-	return c.WaitLeader(t, leaderTimeout)
+func (c *Cluster) Leader() (*Member, error) {
+	return c.WaitLeader(leaderTimeout)
 }
 
 // WaitLeader is Leader with a given timeout.
-func (c *Cluster) WaitLeader(t TB, timeout time.Duration) *Member {
-	t.Helper()
+func (c *Cluster) WaitLeader(timeout time.Duration) (*Member, error) {
 	var leader *Member
-	WaitFor(t, timeout, "a leader agreed on by every running member", func() (bool, error) {
+	err := WaitFor(timeout, "a leader agreed on by every running member", func() (bool, error) {
 		var err error
 		leader, err = c.CurrentLeader()
 		return err == nil, err
 	})
-	return leader
+	if err != nil {
+		return nil, err
+	}
+	return leader, nil
 }
 
 // CurrentLeader asks every running member once and returns the leader they
@@ -309,8 +356,7 @@ func (c *Cluster) Status(m *Member) (*clientv3.StatusResponse, error) {
 
 // Fill puts n keys through cli, 100 to a transaction from 8 writers; kv(i)
 // names the i-th key and its value.
-func Fill(t TB, cli *clientv3.Client, n int, kv func(i int) (key, value string)) {
-	t.Helper()
+func Fill(cli *clientv3.Client, n int, kv func(i int) (key, value string)) error {
 	const perTxn, writers = 100, 8
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
@@ -334,6 +380,7 @@ func Fill(t TB, cli *clientv3.Client, n int, kv func(i int) (key, value string))
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		t.Fatalf("loopback: fill: %v", err)
+		return fmt.Errorf("loopback: fill: %w", err)
 	}
+	return nil
 }

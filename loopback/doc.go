@@ -6,7 +6,8 @@
 // (test/harness) and benchmarks are built on. It runs installed binaries
 // (Bins); it links no test code.
 //
-// Everything started through a TB is stopped at its cleanup (a Runner
-// outside tests). Nothing here sleeps to synchronise: waits poll a
-// condition under a deadline (WaitFor, Proc.WaitLog).
+// An Env owns everything started in it, and its Close stops it all, last
+// started first. Every call that can fail returns an error: test/harness
+// turns those into test failures. Nothing here sleeps to synchronise:
+// waits poll a condition under a deadline (WaitFor, Proc.WaitLog).
 package loopback

@@ -1,6 +1,7 @@
 package loopback
 
 import (
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -8,10 +9,9 @@ import (
 
 // addMembers adds c's members, one per kind of c.Kinds, each on free ports
 // (url makes their client and peer URLs) or on its Host (cfg.Hosts) with its own data directory and
-// the proxies cfg asks for, and returns the --initial-cluster entries that
-// name them, in member order.
-func (c *Cluster) addMembers(t TB, cfg ClusterConfig, url func(port int) string) []string {
-	t.Helper()
+// the proxies cfg asks for, owned by e, and returns the --initial-cluster
+// entries that name them, in member order.
+func (c *Cluster) addMembers(e *Env, cfg ClusterConfig, url func(port int) string) ([]string, error) {
 	peers := make([]string, len(c.Kinds))
 	for i := range len(c.Kinds) {
 		m := &Member{Name: "m" + strconv.Itoa(i+1), Kind: c.Kinds[i]}
@@ -19,54 +19,72 @@ func (c *Cluster) addMembers(t TB, cfg ClusterConfig, url func(port int) string)
 			m.Host = cfg.Hosts[i]
 			m.ClientURL, m.PeerURL = m.Host.ClientURL(), m.Host.PeerURL()
 		} else {
-			m.ClientURL, m.PeerURL = url(FreePort(t)), url(FreePort(t))
+			client, err := FreePort()
+			if err != nil {
+				return nil, err
+			}
+			peer, err := FreePort()
+			if err != nil {
+				return nil, err
+			}
+			m.ClientURL, m.PeerURL = url(client), url(peer)
 		}
-		m.DataDir = filepath.Join(t.TempDir(), m.Name+".etcd")
+		dir, err := e.TempDir()
+		if err != nil {
+			return nil, err
+		}
+		m.DataDir = filepath.Join(dir, m.Name+".etcd")
 		m.AdvertisePeerURL = m.PeerURL
 		if cfg.PeerProxies {
-			m.PeerProxy = NewProxy(t, strings.TrimPrefix(m.PeerURL, "http://"))
+			if m.PeerProxy, err = NewProxy(e, strings.TrimPrefix(m.PeerURL, "http://")); err != nil {
+				return nil, err
+			}
 			m.AdvertisePeerURL = m.PeerProxy.URL()
 		}
 		if cfg.ClientProxies {
-			m.ClientProxy = NewProxy(t, strings.TrimPrefix(m.ClientURL, "http://"))
+			if m.ClientProxy, err = NewProxy(e, strings.TrimPrefix(m.ClientURL, "http://")); err != nil {
+				return nil, err
+			}
 		}
 		c.Members = append(c.Members, m)
 		peers[i] = m.Name + "=" + m.AdvertisePeerURL
 	}
-	return peers
+	return peers, nil
 }
 
 // clusterToken is the initial cluster token of a cluster of members:
 // cfg.Token, or if that is "" one unique to the cluster (after its first
 // member's peer port, or its Host's address), so that a member of another
 // cluster that reaches these ports is refused, not joined; named after the
-// test for whoever reads the logs.
-func clusterToken(t TB, cfg ClusterConfig, members []*Member) string {
+// Env for whoever reads the logs.
+func clusterToken(e *Env, cfg ClusterConfig, members []*Member) string {
 	if cfg.Token != "" {
 		return cfg.Token
 	}
 	first := strings.TrimPrefix(members[0].PeerURL, "http://127.0.0.1:") // a port, or a Host's or https URL
-	return strings.NewReplacer("/", "-", " ", "-", ":", "-").Replace(t.Name() + "-" + first)
+	return pathSafe(e.Name() + "-" + first)
 }
 
-// memberBin is the binary member m runs, by its kind; it fails the test
-// if bins has none for that kind, since the member could not start.
-func memberBin(t TB, bins *Bins, m *Member) string {
-	t.Helper()
+// memberBin is the binary member m runs, by its kind; an error if bins
+// has none for that kind, since the member could not start.
+func memberBin(bins *Bins, m *Member) (string, error) {
 	bin := bins.Primary
 	switch m.Kind {
 	case KindEtcd:
 		bin = bins.Etcd
 	case KindEtcd36:
 		if bins.Etcd36 == nil {
-			t.Fatalf("loopback: member %s of kind %v: no etcd %s in Bins", m.Name, m.Kind, Etcd36Version)
+			return "", fmt.Errorf("loopback: member %s of kind %v: no etcd %s in Bins (Bins.Etcd36 is nil)", m.Name, m.Kind, Etcd36Version)
 		}
-		bin = bins.Etcd36(t)
+		var err error
+		if bin, err = bins.Etcd36(); err != nil {
+			return "", fmt.Errorf("loopback: member %s of kind %v: %w", m.Name, m.Kind, err)
+		}
 	}
 	if bin == "" {
-		t.Fatalf("loopback: no binary for member %s of kind %v", m.Name, m.Kind)
+		return "", fmt.Errorf("loopback: no binary for member %s of kind %v in Bins", m.Name, m.Kind)
 	}
-	return bin
+	return bin, nil
 }
 
 // args are member m's flags for a new cluster whose --initial-cluster is

@@ -1,6 +1,7 @@
 package loopback
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -10,39 +11,36 @@ import (
 	"sync"
 )
 
-// handedOut remembers every port given to a test in this process: a port
+// handedOut remembers every port handed out in this process: a port
 // closed after probing is free again for the kernel, which may offer it to
-// the next probe before the first test's process has bound it.
+// the next probe before the first one's process has bound it.
 var handedOut struct {
 	sync.Mutex
 	ports map[int]bool
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and
-// that no other call in this test process has returned.
-func FreePort(t TB) int {
-	t.Helper()
+// that no other call in this process has returned.
+func FreePort() (int, error) {
 	for range 100 {
 		port, err := probe()
 		if err != nil {
-			t.Fatalf("loopback: free port: %v", err)
+			return 0, fmt.Errorf("loopback: free port: %w", err)
 		}
 		if reserve(port) {
-			return port
+			return port, nil
 		}
 	}
-	t.Fatalf("loopback: free port: every probed port was already handed out")
-	return 0
+	return 0, errors.New("loopback: free port: every probed port was already handed out")
 }
 
 // FreePortRun returns base such that the n ports base .. base+n-1 were all
 // free a moment ago and none was handed out before, for programs that take a
 // base port and count up from it. The run is taken below the kernel's
 // ephemeral range so that outgoing connections do not land in it.
-func FreePortRun(t TB, n int) int {
-	t.Helper()
+func FreePortRun(n int) (int, error) {
 	if n < 1 {
-		t.Fatalf("loopback: free port run of %d ports", n)
+		return 0, fmt.Errorf("loopback: free port run of %d ports; want 1 or more", n)
 	}
 	lo, hi := 10000, ephemeralLow()-n
 	if hi <= lo {
@@ -51,15 +49,14 @@ func FreePortRun(t TB, n int) int {
 	for range 200 {
 		base := lo + rand.IntN(hi-lo)
 		if reserveRun(base, n) {
-			return base
+			return base, nil
 		}
 	}
-	t.Fatalf("loopback: no run of %d free ports found in %d..%d", n, lo, hi+n)
-	return 0
+	return 0, fmt.Errorf("loopback: no run of %d free ports found in %d..%d", n, lo, hi+n)
 }
 
 // ListenReserved listens on a port of 127.0.0.1 that no FreePort call has
-// handed out, and reserves it: a listener in the test process (a proxy) must
+// handed out, and reserves it: a listener in this process (a proxy) must
 // not take a port handed to a process that has not bound it yet, which the
 // kernel, seeing it free, would offer to a plain listen on port 0.
 func ListenReserved() (net.Listener, error) {

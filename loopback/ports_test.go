@@ -9,7 +9,7 @@ import (
 func TestFreePortNeverRepeats(t *testing.T) {
 	seen := map[int]bool{}
 	for range 50 {
-		p := FreePort(t)
+		p := must[int](t)(FreePort())
 		if seen[p] {
 			t.Fatalf("port %d handed out twice", p)
 		}
@@ -19,7 +19,7 @@ func TestFreePortNeverRepeats(t *testing.T) {
 
 func TestFreePortRunIsFreeAndReserved(t *testing.T) {
 	const n = 10
-	base := FreePortRun(t, n)
+	base := must[int](t)(FreePortRun(n))
 	for p := base; p < base+n; p++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
@@ -27,7 +27,7 @@ func TestFreePortRunIsFreeAndReserved(t *testing.T) {
 		}
 		ln.Close()
 	}
-	if other := FreePortRun(t, n); other < base+n && base < other+n {
+	if other := must[int](t)(FreePortRun(n)); other < base+n && base < other+n {
 		t.Fatalf("runs %d..%d and %d..%d overlap", base, base+n-1, other, other+n-1)
 	}
 }
@@ -39,7 +39,7 @@ func TestFreePortRunIsFreeAndReserved(t *testing.T) {
 func TestListenReservedAvoidsHandedOutPorts(t *testing.T) {
 	handed := map[int]bool{}
 	for range 200 {
-		handed[FreePort(t)] = true // probed and released: free for the kernel
+		handed[must[int](t)(FreePort())] = true // probed and released: free for the kernel
 	}
 	for range 200 {
 		ln, err := ListenReserved()

@@ -20,7 +20,7 @@ import (
 const (
 	// stopGrace is how long Stop waits after SIGTERM before SIGKILL.
 	stopGrace = 10 * time.Second
-	// logTailLines is how much of each log a failed test prints.
+	// logTailLines is how much of each log Env.Close shows (ShowLogs).
 	logTailLines = 200
 	// pollInterval paces WaitLog.
 	pollInterval = 25 * time.Millisecond
@@ -66,32 +66,35 @@ type run struct {
 	state    *os.ProcessState // nil if waiting failed; ExitCode is then -1
 }
 
-// Start starts a process with stdout and stderr appended to a log file in a
-// test temp dir, in a process group of its own so that Kill also reaches
-// anything it started. At cleanup it is killed if still running, and if the
-// test failed the end of its log is printed.
-func Start(t TB, cfg ProcConfig) *Proc {
-	t.Helper()
+// Start starts a process with stdout and stderr appended to a log file in
+// a directory of e, in a process group of its own so that Kill also
+// reaches anything it started. e's Close kills it if it still runs, and
+// shows the end of its log if e's ShowLogs asks.
+func Start(e *Env, cfg ProcConfig) (*Proc, error) {
 	if cfg.Name == "" {
 		cfg.Name = filepath.Base(cfg.Bin)
 	}
 	if cfg.Dir == "" {
-		cfg.Dir = t.TempDir()
-	}
-	p := &Proc{cfg: cfg, logPath: filepath.Join(t.TempDir(), cfg.Name+".log"), clock: clockwork.NewRealClock()}
-	if err := p.start(); err != nil {
-		t.Fatalf("%v", err)
-	}
-	// Registered after TempDir's own cleanup, so it runs first: the process
-	// must be gone before its directories are removed.
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			t.Logf("loopback: %s (pid %d, %s), last %d lines of its log:\n%s",
-				cfg.Name, p.PID(), p.logPath, logTailLines, tail(p.Log(), logTailLines))
+		dir, err := e.TempDir()
+		if err != nil {
+			return nil, fmt.Errorf("loopback: start %s: %w", cfg.Name, err)
 		}
-	})
-	return p
+		cfg.Dir = dir
+	}
+	logDir, err := e.TempDir()
+	if err != nil {
+		return nil, fmt.Errorf("loopback: start %s: %w", cfg.Name, err)
+	}
+	p := &Proc{cfg: cfg, logPath: filepath.Join(logDir, cfg.Name+".log"), clock: clockwork.NewRealClock()}
+	if err := p.start(); err != nil {
+		return nil, err
+	}
+	// Killed at Close before the Env's directory is removed: the process
+	// must be gone before its directories are.
+	if err := e.ownProc(p); err != nil {
+		return nil, fmt.Errorf("loopback: start %s: %w", cfg.Name, err)
+	}
+	return p, nil
 }
 
 func (p *Proc) start() error {
@@ -164,6 +167,13 @@ func (p *Proc) Exited() bool {
 	}
 }
 
+// exitNote says how the latest start ended and the last line of its log,
+// for an error about a process that exited when it should not have; call
+// it once Exited.
+func (p *Proc) exitNote() string {
+	return fmt.Sprintf("%v; its log ends: %s", p.run().state, tail(p.Log(), 1))
+}
+
 // Kill sends SIGKILL to the process's group and waits for the process to
 // exit. Killing an exited process does nothing.
 func (p *Proc) Kill() {
@@ -200,36 +210,29 @@ func (p *Proc) Stop() {
 
 // Restart starts the process again with the same configuration, appending
 // to the same log. A process still running is killed first.
-func (p *Proc) Restart(t TB) {
-	t.Helper()
-	p.RestartWithArgs(t, p.Args())
+func (p *Proc) Restart() error {
+	return p.RestartWithArgs(p.Args())
 }
 
 // RestartWithArgs is Restart with args in place of the process's
 // arguments, for this start and the later ones.
-func (p *Proc) RestartWithArgs(t TB, args []string) {
-	t.Helper()
+func (p *Proc) RestartWithArgs(args []string) error {
 	p.Kill()
 	p.mu.Lock()
 	p.cfg.Args = slices.Clone(args)
 	p.mu.Unlock()
-	if err := p.start(); err != nil {
-		t.Fatalf("%v", err)
-	}
+	return p.start()
 }
 
 // RestartWithBin stops the process (Stop: SIGTERM, as an operator's
 // rolling upgrade does) and starts bin in its place, with the same
 // arguments, for this start and the later ones.
-func (p *Proc) RestartWithBin(t TB, bin string) {
-	t.Helper()
+func (p *Proc) RestartWithBin(bin string) error {
 	p.Stop()
 	p.mu.Lock()
 	p.cfg.Bin = bin
 	p.mu.Unlock()
-	if err := p.start(); err != nil {
-		t.Fatalf("%v", err)
-	}
+	return p.start()
 }
 
 // Args returns a copy of the process's arguments.

@@ -13,9 +13,9 @@ func TestProcLifecycle(t *testing.T) {
 	defer cancel()
 	// A shell that reports its start and exits 3 on SIGTERM; the loop lets
 	// the trap run between short sleeps.
-	p := Start(t, ProcConfig{Name: "sh", Bin: "/bin/sh", Args: []string{"-c",
+	p := must[*Proc](t)(Start(testEnv(t), ProcConfig{Name: "sh", Bin: "/bin/sh", Args: []string{"-c",
 		`echo "started $GREETING"; trap 'echo stopping; exit 3' TERM; while :; do sleep 0.05; done`},
-		Env: []string{"GREETING=hello"}})
+		Env: []string{"GREETING=hello"}}))
 	if err := p.WaitLog(ctx, "started hello"); err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,9 @@ func TestProcLifecycle(t *testing.T) {
 	}
 
 	first := p.PID()
-	p.Restart(t)
+	if err := p.Restart(); err != nil {
+		t.Fatal(err)
+	}
 	if p.PID() == first {
 		t.Fatalf("restart kept pid %d", first)
 	}
@@ -61,8 +63,8 @@ func TestProcLifecycle(t *testing.T) {
 func TestProcThroughExec(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p := Start(t, ProcConfig{Name: "through-env", Exec: []string{"/usr/bin/env", "GREETING=hello"}, Bin: "/bin/sh",
-		Args: []string{"-c", `echo "started $GREETING as $$"; while :; do sleep 0.05; done`}})
+	p := must[*Proc](t)(Start(testEnv(t), ProcConfig{Name: "through-env", Exec: []string{"/usr/bin/env", "GREETING=hello"}, Bin: "/bin/sh",
+		Args: []string{"-c", `echo "started $GREETING as $$"; while :; do sleep 0.05; done`}}))
 	want := "started hello as " + strconv.Itoa(p.PID())
 	if err := p.WaitLog(ctx, want); err != nil {
 		t.Fatalf("%v; log:\n%s", err, p.Log())

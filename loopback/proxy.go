@@ -3,6 +3,7 @@ package loopback
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -59,20 +60,21 @@ type Proxy struct {
 	}
 }
 
-// NewProxy starts a proxy to target ("host:port"), closed at cleanup.
-func NewProxy(t TB, target string) *Proxy {
-	t.Helper()
+// NewProxy starts a proxy to target ("host:port"), closed at e's Close.
+func NewProxy(e *Env, target string) (*Proxy, error) {
 	ln, err := ListenReserved()
 	if err != nil {
-		t.Fatalf("loopback: proxy to %s: %v", target, err)
+		return nil, fmt.Errorf("loopback: proxy to %s: %w", target, err)
 	}
 	p := &Proxy{target: target, ln: ln, clock: clockwork.NewRealClock()}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.mu.pairs = make(map[*pair]bool)
 	p.wg.Add(1)
 	go p.accept()
-	t.Cleanup(p.Close)
-	return p
+	if err := e.own("proxy to "+target, func() error { p.Close(); return nil }); err != nil {
+		return nil, fmt.Errorf("loopback: proxy to %s: %w", target, err)
+	}
+	return p, nil
 }
 
 // Addr is the proxy's "host:port".

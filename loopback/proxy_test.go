@@ -90,7 +90,7 @@ func ping(c net.Conn, timeout time.Duration) (time.Duration, error) {
 }
 
 func TestProxyForwardsBothWaysAndHalfClose(t *testing.T) {
-	p := NewProxy(t, echoServer(t))
+	p := must[*Proxy](t)(NewProxy(testEnv(t), echoServer(t)))
 	c := dial(t, p.Addr())
 	if _, err := ping(c, 5*time.Second); err != nil {
 		t.Fatalf("ping through the proxy: %v", err)
@@ -119,7 +119,7 @@ func TestProxyForwardsBothWaysAndHalfClose(t *testing.T) {
 }
 
 func TestProxyBlackholeThenHeal(t *testing.T) {
-	p := NewProxy(t, echoServer(t))
+	p := must[*Proxy](t)(NewProxy(testEnv(t), echoServer(t)))
 	before := dial(t, p.Addr())
 	if _, err := ping(before, 5*time.Second); err != nil {
 		t.Fatalf("ping before blackhole: %v", err)
@@ -150,7 +150,7 @@ func TestProxyBlackholeThenHeal(t *testing.T) {
 
 func TestProxyDelayIsAtLeastDEachWay(t *testing.T) {
 	const d = 100 * time.Millisecond
-	p := NewProxy(t, echoServer(t))
+	p := must[*Proxy](t)(NewProxy(testEnv(t), echoServer(t)))
 	c := dial(t, p.Addr())
 	p.Delay(d)
 	for range 3 {
@@ -170,7 +170,7 @@ func TestProxyDelayIsAtLeastDEachWay(t *testing.T) {
 
 // Close must not wait out a delay, and must end open connections.
 func TestProxyCloseEndsConnectionsAndDelayedChunks(t *testing.T) {
-	p := NewProxy(t, echoServer(t))
+	p := must[*Proxy](t)(NewProxy(testEnv(t), echoServer(t)))
 	c := dial(t, p.Addr())
 	if _, err := ping(c, 5*time.Second); err != nil {
 		t.Fatal(err)
@@ -194,7 +194,7 @@ func TestProxyCloseEndsConnectionsAndDelayedChunks(t *testing.T) {
 }
 
 func TestProxyBlackholeFromCutsOnlyThatProcess(t *testing.T) {
-	p := NewProxy(t, echoServer(t))
+	p := must[*Proxy](t)(NewProxy(testEnv(t), echoServer(t)))
 	before := dial(t, p.Addr())
 	if _, err := ping(before, 5*time.Second); err != nil {
 		t.Fatal(err)

@@ -36,7 +36,7 @@ func echo(t *testing.T, c net.Conn, payload []byte) []byte {
 }
 
 func TestProxyCountsTrafficEachWayAndFromDelayedProcesses(t *testing.T) {
-	p := NewProxy(t, echoServer(t))
+	p := must[*Proxy](t)(NewProxy(testEnv(t), echoServer(t)))
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 4<<10) // 64 KiB
 	if got := echo(t, dial(t, p.Addr()), payload); !bytes.Equal(got, payload) {
 		t.Fatalf("echoed %d bytes, want the %d sent", len(got), len(payload))
@@ -66,7 +66,7 @@ func TestProxyCountsTrafficEachWayAndFromDelayedProcesses(t *testing.T) {
 
 func TestProxyJitterKeepsOrder(t *testing.T) {
 	const d, j = 20 * time.Millisecond, 30 * time.Millisecond
-	p := NewProxy(t, echoServer(t))
+	p := must[*Proxy](t)(NewProxy(testEnv(t), echoServer(t)))
 	p.Delay(d)
 	p.Jitter(j)
 	payload := make([]byte, 256<<10)

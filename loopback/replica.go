@@ -2,6 +2,8 @@ package loopback
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"time"
@@ -52,34 +54,66 @@ type Replica struct {
 	ClientProxy *Proxy
 }
 
-// StartReplica starts a replica that joins c, and unless cfg.NoWait waits
-// until it serves.
-func StartReplica(t TB, c *Cluster, cfg ReplicaConfig) *Replica {
-	t.Helper()
-	c.Bins.RequireReplica(t)
+// check reports every field of cfg that StartReplica could not start
+// against c.
+func (cfg ReplicaConfig) check(c *Cluster) error {
+	var errs []error
+	if cfg.Bin == "" {
+		if err := c.Bins.RequireReplica(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	onHosts := c.Members[0].Host.Addr != ""
+	if (cfg.Host != nil) != onHosts {
+		errs = append(errs, fmt.Errorf("loopback: ReplicaConfig.Host set %v for a cluster on hosts %v: a replica runs where its voters do (both on hosts, or both on 127.0.0.1), or they cannot reach each other", cfg.Host != nil, onHosts))
+	}
+	if cfg.Host != nil && (cfg.PeerProxy || cfg.ClientProxy || c.TLS != nil) {
+		errs = append(errs, errors.New("loopback: ReplicaConfig.Host is for plain http with no proxies"))
+	}
+	if cfg.PeerDelay > 0 && !cfg.PeerProxy {
+		errs = append(errs, errors.New("loopback: ReplicaConfig.PeerDelay needs PeerProxy"))
+	}
+	return errors.Join(errs...)
+}
+
+// StartReplica starts a replica that joins c, owned by e, and unless
+// cfg.NoWait waits until it serves. On an error, what it started is still
+// e's, stopped at e's Close.
+func StartReplica(e *Env, c *Cluster, cfg ReplicaConfig) (*Replica, error) {
+	if err := cfg.check(c); err != nil {
+		return nil, err
+	}
 	url := URL
 	if c.TLS != nil {
 		url = httpsURL
 	}
-	r := &Replica{Name: cfg.Name, DataDir: filepath.Join(t.TempDir(), cfg.Name+".replica")}
+	dir, err := e.TempDir()
+	if err != nil {
+		return nil, err
+	}
+	r := &Replica{Name: cfg.Name, DataDir: filepath.Join(dir, cfg.Name+".replica")}
 	var through []string // Host.Exec
-	onHosts := c.Members[0].Host.Addr != ""
-	switch {
-	case (cfg.Host != nil) != onHosts:
-		t.Fatalf("loopback: ReplicaConfig.Host set %v for a cluster on hosts %v: a replica runs where its voters do (both on hosts, or both on 127.0.0.1), or they cannot reach each other", cfg.Host != nil, onHosts)
-	case cfg.Host != nil && (cfg.PeerProxy || cfg.ClientProxy || c.TLS != nil):
-		t.Fatalf("loopback: ReplicaConfig.Host is for plain http with no proxies")
-	case cfg.Host != nil:
+	if cfg.Host != nil {
 		r.ClientURL, r.PeerURL, through = cfg.Host.ClientURL(), cfg.Host.PeerURL(), cfg.Host.Exec
-	default:
-		r.ClientURL, r.PeerURL = url(FreePort(t)), url(FreePort(t))
+	} else {
+		client, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		peer, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		r.ClientURL, r.PeerURL = url(client), url(peer)
 	}
 	adv := r.PeerURL
 	if cfg.AdvertisePeerURL != "" {
 		adv = cfg.AdvertisePeerURL
 	}
 	if cfg.PeerProxy {
-		r.PeerProxy = NewProxy(t, strings.TrimPrefix(r.PeerURL, "http://"))
+		if r.PeerProxy, err = NewProxy(e, strings.TrimPrefix(r.PeerURL, "http://")); err != nil {
+			return nil, err
+		}
 		adv = r.PeerProxy.URL()
 	}
 	args := []string{
@@ -94,61 +128,84 @@ func StartReplica(t TB, c *Cluster, cfg ReplicaConfig) *Replica {
 			"--listen-client-urls", r.ClientURL, "--join-timeout", "5m"}
 	}
 	if cfg.ClientProxy {
-		r.ClientProxy = NewProxy(t, strings.TrimPrefix(r.ClientURL, "http://"))
+		if r.ClientProxy, err = NewProxy(e, strings.TrimPrefix(r.ClientURL, "http://")); err != nil {
+			return nil, err
+		}
 		args = append(args, "--advertise-client-urls", r.ClientProxy.URL())
 	}
 	if c.TLS != nil {
 		args = append(args, c.TLS.EtcdFlags()...) // the replica takes etcd's TLS flags
 	}
 	if cfg.PeerDelay > 0 {
-		if r.PeerProxy == nil {
-			t.Fatalf("loopback: ReplicaConfig.PeerDelay needs PeerProxy")
-		}
 		r.PeerProxy.Delay(cfg.PeerDelay)
 	}
 	bin := c.Bins.Replica
 	if cfg.Bin != "" {
 		bin = cfg.Bin
 	}
-	r.Proc = Start(t, ProcConfig{Name: cfg.Name, Bin: bin, Args: append(args, cfg.Extra...), Env: cfg.Env, Exec: through})
+	if r.Proc, err = Start(e, ProcConfig{Name: cfg.Name, Bin: bin, Args: append(args, cfg.Extra...), Env: cfg.Env, Exec: through}); err != nil {
+		return nil, err
+	}
 	if cfg.PeerDelay > 0 {
 		// Before the replica's member starts: it first adds itself (a
 		// round trip to the voters' client URLs at least).
-		r.DelayPeerLinks(t, c, cfg.PeerDelay)
+		if err := r.DelayPeerLinks(c, cfg.PeerDelay); err != nil {
+			return nil, err
+		}
 	}
 	if !cfg.NoWait {
-		r.WaitServing(t, 5*time.Minute)
+		if err := r.WaitServing(5 * time.Minute); err != nil {
+			return nil, err
+		}
 	}
-	return r
+	return r, nil
 }
 
-// WaitServing waits until the replica's front serves.
-func (r *Replica) WaitServing(t TB, timeout time.Duration) {
-	t.Helper()
+// WaitServing waits until the replica's front serves, or returns why not
+// within timeout (it exited, say).
+func (r *Replica) WaitServing(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := r.WaitLog(ctx, `"msg":"replica serving"`); err != nil {
-		t.Fatalf("loopback: replica %s not serving: %v", r.Name, err)
+		if r.Exited() {
+			return fmt.Errorf("loopback: replica %s not serving: %w (%s)", r.Name, err, r.exitNote())
+		}
+		return fmt.Errorf("loopback: replica %s not serving: %w", r.Name, err)
 	}
+	return nil
+}
+
+// peerLinks checks that r and c's voters have the proxies that cut or
+// delay their raft links (op names the caller).
+func (r *Replica) peerLinks(op string, c *Cluster) error {
+	var errs []error
+	if r.PeerProxy == nil {
+		errs = append(errs, fmt.Errorf("loopback: %s needs ReplicaConfig.PeerProxy", op))
+	}
+	for _, m := range c.Members {
+		if m.PeerProxy == nil {
+			errs = append(errs, fmt.Errorf("loopback: %s needs ClusterConfig.PeerProxies", op))
+			break
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // CutPeerLinks cuts every raft link between r and c's voters, both ways,
 // and leaves the voters' links to each other whole: the links r opens go
 // through the voters' peer proxies (ClusterConfig.PeerProxies), which drop
 // r's traffic; the ones the voters open reach r through its own proxy
-// (ReplicaConfig.PeerProxy), blackholed. HealPeerLinks undoes it.
-func (r *Replica) CutPeerLinks(t TB, c *Cluster) {
-	t.Helper()
-	if r.PeerProxy == nil {
-		t.Fatalf("loopback: CutPeerLinks needs ReplicaConfig.PeerProxy")
+// (ReplicaConfig.PeerProxy), blackholed. HealPeerLinks undoes it. Without
+// those proxies it cuts nothing and returns an error.
+func (r *Replica) CutPeerLinks(c *Cluster) error {
+	if err := r.peerLinks("CutPeerLinks", c); err != nil {
+		return err
 	}
 	for _, m := range c.Members {
-		if m.PeerProxy == nil {
-			t.Fatalf("loopback: CutPeerLinks needs ClusterConfig.PeerProxies")
-		}
 		m.PeerProxy.BlackholeFrom(r.PID())
 	}
 	r.PeerProxy.Blackhole()
+	return nil
 }
 
 // HealPeerLinks undoes CutPeerLinks.
@@ -161,16 +218,13 @@ func (r *Replica) HealPeerLinks(c *Cluster) {
 
 // DelayPeerLinks delays every raft link between r and c's voters by d each
 // way (the same proxies as CutPeerLinks); HealPeerLinks undoes it.
-func (r *Replica) DelayPeerLinks(t TB, c *Cluster, d time.Duration) {
-	t.Helper()
-	if r.PeerProxy == nil {
-		t.Fatalf("loopback: DelayPeerLinks needs ReplicaConfig.PeerProxy")
+func (r *Replica) DelayPeerLinks(c *Cluster, d time.Duration) error {
+	if err := r.peerLinks("DelayPeerLinks", c); err != nil {
+		return err
 	}
 	for _, m := range c.Members {
-		if m.PeerProxy == nil {
-			t.Fatalf("loopback: DelayPeerLinks needs ClusterConfig.PeerProxies")
-		}
 		m.PeerProxy.DelayFrom(r.PID(), d)
 	}
 	r.PeerProxy.Delay(d)
+	return nil
 }

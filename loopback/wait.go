@@ -1,16 +1,18 @@
 package loopback
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 )
 
-// WaitFor polls cond until it returns true or timeout passes; then it fails
-// the test, naming what was awaited and the last error. Polling a condition
-// with a deadline is how tests here wait: never a fixed sleep.
-func WaitFor(t TB, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
+// WaitFor polls cond until it returns true or timeout passes; then it
+// returns an error naming what was awaited and cond's last error. Polling
+// a condition with a deadline is how the topology waits: never a fixed
+// sleep.
+func WaitFor(timeout time.Duration, what string, cond func() (bool, error)) error {
 	clock := clockwork.NewRealClock()
 	deadline := clock.Now().Add(timeout)
 	tick := clock.NewTicker(25 * time.Millisecond)
@@ -19,12 +21,22 @@ func WaitFor(t TB, timeout time.Duration, what string, cond func() (bool, error)
 	for {
 		ok, err := cond()
 		if ok {
-			return
+			return nil
+		}
+		if s := (stop{}); errors.As(err, &s) {
+			return s.err
 		}
 		lastErr = err
 		if clock.Now().After(deadline) {
-			t.Fatalf("loopback: %s: not within %v (last error: %v)", what, timeout, lastErr)
+			return fmt.Errorf("loopback: %s: not within %v (last error: %v)", what, timeout, lastErr)
 		}
 		<-tick.Chan()
 	}
 }
+
+// stop, returned by a condition, ends WaitFor at once with err: waiting
+// longer cannot help.
+type stop struct{ err error }
+
+func (s stop) Error() string { return s.err.Error() }
+func (s stop) Unwrap() error { return s.err }

@@ -61,8 +61,8 @@ func runCompare(ctx context.Context, clock clockwork.Clock, args []string, stdou
 		return 2
 	}
 	defer lg.Sync()
-	// The harness writes only when a process of the local topology fails:
-	// the end of that process's log.
+	// The local topology writes to stderr only when a --local run fails:
+	// the end of each of its processes' logs.
 	opts := compare.Options{Stdout: stdout, Logger: lg, HarnessLog: stderr, Clock: clock}
 	if f, ok := stderr.(*os.File); ok && !cfg.JSON && isatty.IsTerminal(f.Fd()) {
 		opts.Progress = stderr

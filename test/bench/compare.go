@@ -50,8 +50,11 @@ func compareScenario(quick bool, doc string) ([]Row, error) {
 		out := filepath.Join(dir, string(f))
 		var a *compare.Analysis
 		err := scenario("compare "+string(f), func(r *runner) {
-			l := compare.StartLocal(r, harness.Binaries(r), cfg.Prefix)
-			inj, err := l.Injector(f, func(fn func()) error { fn(); return nil })
+			l, err := compare.StartLocal(harness.NewEnv(r), harness.Binaries(r), cfg.Prefix)
+			if err != nil {
+				r.Fatalf("%v", err)
+			}
+			inj, err := l.Injector(f)
 			if err != nil {
 				r.Fatalf("%v", err)
 			}

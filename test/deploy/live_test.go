@@ -93,7 +93,7 @@ func addNames(t *testing.T, want map[string][]string, where, expr string) {
 // certificate.
 func exercise(t *testing.T, endpoint string, certs *harness.Certs) {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: certs.ClientConfig(t)})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: certs.ClientConfig()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -195,7 +195,7 @@ func TestCascadedReplicaNeverForwardsAsItsCertificate(t *testing.T) {
 	r := startReplica(t, bins, c, "r1", replicaOpts{})
 	enableAuth(t, bins, c)
 	cc := cascaded(t, c, "c1", []string{r.ClientURL})
-	cert, key := certs.ClientCert(t, "nobody")
+	cert, key := harness.ClientCert(t, certs, "nobody")
 	tc, err := transport.TLSInfo{CertFile: cert, KeyFile: key, TrustedCAFile: certs.CA}.ClientConfig()
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func TestCascadedReplicaNeverForwardsAsItsCertificate(t *testing.T) {
 	if _, err := nobody.Get(ctx, "forged"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
 		t.Errorf("a read by a user with no role: %v, want permission denied", err)
 	}
-	root, err := clientv3.New(clientv3.Config{Endpoints: []string{cc.ClientURL}, TLS: certs.ClientConfig(t), Username: "root", Password: "rootpw",
+	root, err := clientv3.New(clientv3.Config{Endpoints: []string{cc.ClientURL}, TLS: certs.ClientConfig(), Username: "root", Password: "rootpw",
 		DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)

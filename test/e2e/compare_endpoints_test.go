@@ -22,7 +22,7 @@ import (
 // anything is written, and those keys are left as they were.
 func TestCompareExistingEndpoints(t *testing.T) {
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	rep := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "replica"})
 	casc := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "cascaded", Upstream: []string{rep.ClientURL}})

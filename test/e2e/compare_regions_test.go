@@ -23,7 +23,7 @@ import (
 // whose watch crosses the WAN.
 func TestCompareBoundCheckAcrossRegions(t *testing.T) {
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	g := harness.StartRegions(t, harness.RegionsConfig{NoLearner: true})
 	dst := harness.StartCluster(t, harness.ClusterConfig{N: 1, Token: "region-b"})
 	var remote []string

@@ -19,7 +19,7 @@ import (
 // it out of ps.
 func TestCompareWithItsMinimalRole(t *testing.T) {
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
 	rep := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "replica"})
 	ep := c.Endpoints()

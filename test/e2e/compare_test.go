@@ -13,6 +13,7 @@ import (
 
 	"github.com/understudy-kv/understudy/compare"
 	"github.com/understudy-kv/understudy/test/harness"
+	"github.com/understudy-kv/understudy/test/plotcheck"
 )
 
 // compareDuration is runCompare's --duration: every path read thousands of
@@ -26,7 +27,7 @@ const compareDuration = 12 * time.Second
 func runCompare(t *testing.T, args ...string) (*compare.Report, string, string) {
 	t.Helper()
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	out, cwd := t.TempDir(), t.TempDir()
 	p := harness.Start(t, harness.ProcConfig{Name: "compare", Bin: bins.Replica, Dir: cwd,
 		Args: append([]string{"compare", "--local", "--duration", compareDuration.String(), "--out", out}, args...)})
@@ -120,7 +121,7 @@ func TestCompareLocal(t *testing.T) {
 		}
 	}
 	for _, name := range compare.PlotFiles {
-		if err := compare.CheckPlot(filepath.Join(out, name), compare.Paths); err != nil {
+		if err := plotcheck.Check(filepath.Join(out, name), compare.Paths); err != nil {
 			t.Error(err)
 		}
 	}

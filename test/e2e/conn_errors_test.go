@@ -43,7 +43,7 @@ type connCommand struct {
 // said once; --join adds no member.
 func TestConnErrorsNameEndpointAndCause(t *testing.T) {
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	certs, other, named := harness.NewCerts(t), harness.NewCerts(t), harness.NewCertsAddressOnly(t)
 	tlsVoter := harness.StartCluster(t, harness.ClusterConfig{N: 1, TLS: certs})
 	namedVoter := harness.StartCluster(t, harness.ClusterConfig{N: 1, TLS: named})
@@ -255,7 +255,7 @@ func linesWith(s, prefix string) []string {
 // the voters are left as they were.
 func TestReplicaPeerTLSIsCheckedBeforeJoin(t *testing.T) {
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	certs := harness.NewCerts(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1, TLS: certs})
 	peer := c.Members[0].PeerURL

@@ -137,7 +137,7 @@ func sameMembers(t *testing.T, c *harness.Cluster, before []string) {
 // 127.0.0.1:2379; a mirror with no --source-endpoints copies nothing.
 func TestNothingJoinsOrCopiesByDefault(t *testing.T) {
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
 	dst := harness.StartCluster(t, harness.ClusterConfig{N: 1})
 	forwarded := forwardOldDefault(t, c)
@@ -188,7 +188,7 @@ func TestNothingJoinsOrCopiesByDefault(t *testing.T) {
 func TestUnspecifiedListenWithoutAdvertiseIsRefused(t *testing.T) {
 	beside(t)
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
 	port := func() string { return fmt.Sprint(harness.FreePort(t)) }
 	for _, tc := range []struct {
@@ -262,7 +262,7 @@ func sameTree(t *testing.T, dir string, before []string) {
 func TestDataDirsAreRefusedAcrossKinds(t *testing.T) {
 	beside(t)
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
 	up := startReplica(t, bins, c, "up", replicaOpts{})
 	cas := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "cas", Upstream: []string{up.ClientURL}})
@@ -323,7 +323,7 @@ func TestReplicaRestartsWithoutJoin(t *testing.T) {
 func TestBadInputIsPrintedOnce(t *testing.T) {
 	beside(t)
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	base := []string{"--join", harness.URL(harness.FreePort(t)), "--data-dir", filepath.Join(t.TempDir(), "r.replica")}
 	line := refuses(t, bins.Replica, "replica: ", append(base, "--role", "bogus"), `--role "bogus": want one of reader, standby, voter`)
 	if strings.Count(line, "--role") != 1 {

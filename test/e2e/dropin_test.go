@@ -34,7 +34,7 @@ func TestReplicaReadyzFollowsItsPeerLink(t *testing.T) {
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true})
 	metrics := harness.URL(harness.FreePort(t))
 	r := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1", PeerProxy: true, Extra: []string{"--listen-metrics-urls", metrics}})
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 
 	urls := []string{r.ClientURL + "/readyz?verbose", metrics + "/readyz?verbose"}
 	waitAll := func(what string, timeout time.Duration, ok func(code int) bool) {
@@ -229,7 +229,7 @@ func TestReplicaCertificateCNIsTheUser(t *testing.T) {
 			t.Fatalf("etcdctl %v: %v %s", args, err, out)
 		}
 	}
-	cert, key := certs.ClientCert(t, "alice")
+	cert, key := harness.ClientCert(t, certs, "alice")
 	tlsCfg, err := transport.TLSInfo{CertFile: cert, KeyFile: key, TrustedCAFile: certs.CA}.ClientConfig()
 	if err != nil {
 		t.Fatal(err)

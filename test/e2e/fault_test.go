@@ -127,7 +127,7 @@ var faultCases = []faultCase{
 // with random timings.
 func TestFault(t *testing.T) {
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	for _, fc := range faultCases {
 		t.Run(fc.name, func(t *testing.T) {
 			for run := range *faultRuns {

@@ -165,7 +165,7 @@ func checkBadInput(t *testing.T, code int, stderr string, want []string) {
 func TestDevDeploymentCommandsWork(t *testing.T) {
 	beside(t)
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	base := harness.FreePortRun(t, 102)
 	dir := t.TempDir()
 	p := harness.Start(t, harness.ProcConfig{Name: "dev", Bin: bins.Primary, Args: []string{"--dev", "--dev-port", strconv.Itoa(base), "--dev-dir", dir}})

@@ -60,7 +60,7 @@ func hex(id uint64) string { return strconv.FormatUint(id, 16) }
 func TestHubTrustFakeHubWithCutLinks(t *testing.T) {
 	beside(t)
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true})
 	voters := client(t, c.Endpoints()...)
 	cluster, leader, term := clusterOf(t, voters)
@@ -88,7 +88,7 @@ func TestHubTrustFakeHubWithCutLinks(t *testing.T) {
 func TestHubTrustHubOfAnotherCluster(t *testing.T) {
 	beside(t)
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true})
 	voters := client(t, c.Endpoints()...)
 	cluster, _, _ := clusterOf(t, voters)
@@ -237,7 +237,7 @@ func hubProxy(hub string, edit func(*hubAnswer) bool) http.Handler {
 // on with its own rounds.
 func TestHubTrustHubFaultsFallBack(t *testing.T) {
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	// The proxy's address first, so the hub can advertise it.
 	var mode atomic.Value // "pass", "huge" or "late"
@@ -324,7 +324,7 @@ func TestHubTrustHubFaultsFallBack(t *testing.T) {
 func TestHubTrustAuth(t *testing.T) {
 	beside(t)
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	hub := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "hub"})
 	r := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1", Extra: []string{"--read-index-via", hub.ClientURL, "--user", "alice:alicepw"}})
@@ -392,7 +392,7 @@ func TestHubTrustAuth(t *testing.T) {
 func TestHubTrustTLSCertificateUser(t *testing.T) {
 	beside(t)
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	certs := harness.NewCerts(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, TLS: certs})
 	enableAuth(t, bins, c)
@@ -401,7 +401,7 @@ func TestHubTrustTLSCertificateUser(t *testing.T) {
 	r := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1", Extra: []string{"--read-index-via", hub.ClientURL, "--listen-metrics-urls", metricsURL}})
 
 	as := func(cn string) int {
-		cert, key := certs.ClientCert(t, cn)
+		cert, key := harness.ClientCert(t, certs, cn)
 		cfg, err := transport.TLSInfo{CertFile: cert, KeyFile: key, TrustedCAFile: certs.CA}.ClientConfig()
 		if err != nil {
 			t.Fatal(err)

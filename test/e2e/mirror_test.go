@@ -46,7 +46,7 @@ func startMirrorPairOf(t *testing.T, n int) *mirrorPair {
 func startMirrorPairWith(t *testing.T, n int, srcArgs, dstArgs []string) *mirrorPair {
 	t.Helper()
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	p := &mirrorPair{bins: bins}
 	p.src = harness.StartCluster(t, harness.ClusterConfig{N: n, Token: "source", ExtraArgs: srcArgs})
 	p.dst = harness.StartCluster(t, harness.ClusterConfig{N: 1, Token: "dest", ExtraArgs: dstArgs})

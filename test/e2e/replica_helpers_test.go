@@ -27,7 +27,7 @@ type replicaOpts struct {
 
 func startReplica(t *testing.T, bins *harness.Bins, c *harness.Cluster, name string, o replicaOpts) *replica {
 	t.Helper()
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	return harness.StartReplica(t, c, harness.ReplicaConfig{Name: name, AdvertisePeerURL: o.AdvertisePeerURL, Extra: append([]string{"--join-timeout", "60s"}, o.Extra...), NoWait: o.NoWait})
 }
 

@@ -171,7 +171,7 @@ func TestReplicaStatusShowsCascadedReplicasByName(t *testing.T) {
 func TestDevDeploymentStatusShowsLeaderProgress(t *testing.T) {
 	beside(t)
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	base := harness.FreePortRun(t, 102)
 	p := harness.Start(t, harness.ProcConfig{Name: "dev", Bin: bins.Primary, Args: []string{"--dev", "--dev-port", strconv.Itoa(base), "--dev-dir", t.TempDir()}})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

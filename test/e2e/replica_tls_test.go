@@ -45,7 +45,7 @@ func TestReplicaOverTLS(t *testing.T) {
 	// raft dials to the voters are bounded too, and the voters speak 1.3).
 	r2 := startReplica(t, bins, c, "r2", replicaOpts{Extra: []string{"--tls-min-version", "TLS1.3"}})
 	handshake := func(url string, maxVersion uint16) error {
-		cfg := certs.ClientConfig(t).Clone()
+		cfg := certs.ClientConfig().Clone()
 		cfg.MaxVersion = maxVersion
 		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", strings.TrimPrefix(url, "https://"), cfg)
 		if err == nil {

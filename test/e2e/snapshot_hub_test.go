@@ -79,7 +79,7 @@ func TestHubAfterSnapshot(t *testing.T) {
 
 func hubAfterSnapshot(t *testing.T, firewall bool, run int) {
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, ExtraArgs: snapshotVoterArgs})
 	voters := client(t, c.Endpoints()...)
 	hub := startReplica(t, bins, c, "hub", replicaOpts{})
@@ -224,7 +224,7 @@ func waitWeak(t *testing.T, cli *clientv3.Client, key, want string) {
 func TestCaughtUpByASnapshot(t *testing.T) {
 	beside(t)
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, ExtraArgs: snapshotVoterArgs})
 	voters := client(t, c.Endpoints()...)
 	r := startReplica(t, bins, c, "r1", replicaOpts{})

@@ -25,7 +25,7 @@ import (
 // publish, whose waiter never fires, and every later publish is refused.
 func TestReplicaJoinsAQuietClusterBySnapshot(t *testing.T) {
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, ExtraArgs: snapshotVoterArgs, PeerProxies: true})
 	voters := client(t, c.Endpoints()...)
 	puts(t, voters, 5600, "fill/")

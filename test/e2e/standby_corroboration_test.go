@@ -36,7 +36,7 @@ func TestStandbyCutFromOneLiveVoterKeepsIt(t *testing.T) {
 	leader := c.Leader(t)
 	followers := following(c, leader)
 	cut, other := followers[0], followers[1]
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	s := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "standby", PeerProxy: true,
 		Extra: append([]string{"--join-timeout", "60s", "--join", advertisedClientURLs(c.Members...)}, standbyArgs...)})
 	waitRoleState(t, s, "idle", "live")
@@ -61,7 +61,7 @@ func TestStandbyCutByIptablesInNamespaces(t *testing.T) {
 		t.Skip("needs root: runs with -standby.netns=3 (CONTRIBUTING); CI runs the same scenario through proxies, TestStandbyCutFromOneLiveVoterKeepsIt")
 	}
 	bins := harness.Binaries(t)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	for i := range *standbyNetns {
 		t.Run("run-"+strconv.Itoa(i+1), func(t *testing.T) {
 			lan := harness.NewNet(t, 4)

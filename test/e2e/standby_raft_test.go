@@ -118,7 +118,7 @@ func enableAuth(t *testing.T, bins *harness.Bins, c *harness.Cluster) {
 // tlsClient is a client of the TLS cluster as root (the certificate's CN).
 func tlsClient(t *testing.T, c *harness.Cluster, endpoints ...string) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, TLS: c.TLS.ClientConfig(t), DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, TLS: c.TLS.ClientConfig(), DialTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestStandbyWithoutRightsSaysWhichCallIsRefused(t *testing.T) {
 	bins := harness.Binaries(t)
 	certs := harness.NewCerts(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, TLS: certs})
-	cert, key := certs.MemberCert(t, "standby")
+	cert, key := harness.MemberCert(t, certs, "standby")
 	s := startReplica(t, bins, c, "standby", replicaOpts{Extra: append([]string{"--cert-file", cert, "--key-file", key}, standbyArgs...)})
 	enableAuth(t, bins, c)
 	leader := c.Leader(t)
@@ -248,7 +248,7 @@ func TestReplicaStatusSaysWhyAStandbyWaits(t *testing.T) {
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true})
 	leader := c.Leader(t)
 	followers := following(c, leader)
-	bins.RequireReplica(t)
+	harness.Must(t, bins.RequireReplica())
 	s := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "standby", PeerProxy: true,
 		Extra: []string{"--role", "standby", "--failover-after", "2s", "--promote-hold", "1h"}})
 	eps := []string{leader.ClientURL, followers[1].ClientURL}

@@ -56,7 +56,7 @@ func startStandbyInRegionB(t *testing.T) *harness.Regions {
 // (RegionsConfig.JoinOnly).
 func startStandbyAt(t *testing.T, rtt time.Duration, joinOnly string) *harness.Regions {
 	t.Helper()
-	harness.Binaries(t).RequireReplica(t)
+	harness.Must(t, harness.Binaries(t).RequireReplica())
 	g := harness.StartRegions(t, harness.RegionsConfig{ReplicaName: "standby", NoLearner: true, ClientProxies: true, JoinOnly: joinOnly,
 		ReplicaArgs: append([]string{"--join-timeout", "60s"}, standbyArgs...)})
 	waitRoleState(t, g.Replica, "idle", "live")

@@ -19,7 +19,7 @@ import (
 // the links between the regions.
 func startTwoStandbysInRegionB(t *testing.T) (*harness.Regions, []*replica) {
 	t.Helper()
-	harness.Binaries(t).RequireReplica(t)
+	harness.Must(t, harness.Binaries(t).RequireReplica())
 	g := harness.StartRegions(t, harness.RegionsConfig{ReplicaName: "s1", Others: []string{"s2"}, NoLearner: true, ClientProxies: true,
 		ReplicaArgs: append([]string{"--join-timeout", "60s"}, standbyArgs...)})
 	standbys := []*replica{g.Replica, g.Others[0]}

@@ -58,7 +58,7 @@ func TestReplicaThroughAVoterUpgradeAndADowngrade(t *testing.T) {
 	harness.MustEtcdctl(t, bins, c.Endpoints(), "downgrade", "validate", "3.6")
 	harness.MustEtcdctl(t, bins, c.Endpoints(), "downgrade", "enable", "3.6")
 	waitClusterVersion(t, c, "3.6.0")
-	rolling(bins.Etcd36(t), "3.6.")
+	rolling(harness.Etcd36(t, bins), "3.6.")
 	rid, _ := memberID(t, voters, r.ClientURL)
 	leaderLogsTheReplica := func() (bool, error) {
 		for _, m := range c.Members {

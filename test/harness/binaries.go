@@ -59,7 +59,7 @@ func buildAll() (Bins, error) {
 	if err != nil {
 		return Bins{}, err
 	}
-	b := Bins{Missing: filepath.Join(root, "cmd", "replica"), Etcd36: func(t TB) string { return etcd36At(t, dir) }}
+	b := Bins{Missing: filepath.Join(root, "cmd", "replica"), Etcd36: func() (string, error) { return etcd36At(dir) }}
 	targets := []struct {
 		dst       *string
 		name, pkg string
@@ -202,13 +202,21 @@ var etcd36 struct {
 // and returns its path (Bins.Etcd36). It cannot be in this module's graph
 // (one etcd release per module), so it is built in a module of its own
 // beside the binaries, with the module proxy's published dependencies.
-func etcd36At(t TB, dir string) string {
-	t.Helper()
+func etcd36At(dir string) (string, error) {
 	etcd36.once.Do(func() { etcd36.path, etcd36.err = buildEtcd36(dir) })
-	if etcd36.err != nil {
-		t.Fatalf("%v", etcd36.err)
+	return etcd36.path, etcd36.err
+}
+
+// Etcd36 is b.Etcd36(), failing t when it cannot build etcd
+// Etcd36Version.
+func Etcd36(t TB, b *Bins) string {
+	t.Helper()
+	if b.Etcd36 == nil {
+		t.Fatalf("harness: these binaries have no etcd %s (Bins.Etcd36 is nil)", Etcd36Version)
 	}
-	return etcd36.path
+	p, err := b.Etcd36()
+	Must(t, err)
+	return p
 }
 
 func buildEtcd36(dir string) (string, error) {

@@ -4,6 +4,8 @@
 // slow traffic between them; or each on a host of its own in a network
 // namespace, cut by iptables (Net).
 //
-// Everything a test starts is stopped by t.Cleanup. Nothing here sleeps to
+// It is the test side of package loopback, whose calls return errors: the
+// harness's take t and fail it (Must), and everything a test starts lives
+// in a loopback.Env that t.Cleanup closes (NewEnv). Nothing here sleeps to
 // synchronise: waits poll a condition under a deadline (WaitFor, WaitLog).
 package harness

@@ -1,4 +1,8 @@
-package compare
+// Package plotcheck checks the plots `replica compare` writes (compare's
+// Plots): that each path has its series, in its colour, named once. Only
+// tests use it: compare's own, and the end-to-end test of
+// `replica compare --local`.
+package plotcheck
 
 import (
 	"bytes"
@@ -9,14 +13,15 @@ import (
 	"os"
 	"regexp"
 	"strings"
+
+	"github.com/understudy-kv/understudy/compare"
 )
 
-// CheckPlot checks a plot written by Plots, base being its path without
-// extension: the PNG decodes and shows each of paths' colours; the SVG has
-// a series for each of paths in its colour (not just a legend sample), names
-// each once, and draws nothing else in a colour of its own. Tests use it on
-// the files a run wrote.
-func CheckPlot(base string, paths []Path) error {
+// Check checks a plot written by compare's Plots, base being its path
+// without extension: the PNG decodes and shows each of paths' colours; the
+// SVG has a series for each of paths in its colour (not just a legend
+// sample), names each once, and draws nothing else in a colour of its own.
+func Check(base string, paths []compare.Path) error {
 	var errs []error
 	if err := checkPNG(base+".png", paths); err != nil {
 		errs = append(errs, err)
@@ -27,7 +32,7 @@ func CheckPlot(base string, paths []Path) error {
 	return errors.Join(errs...)
 }
 
-func checkPNG(file string, paths []Path) error {
+func checkPNG(file string, paths []compare.Path) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
@@ -52,7 +57,7 @@ func checkPNG(file string, paths []Path) error {
 	for _, p := range paths {
 		// The legend's sample alone is a few dozen pixels; a series
 		// is more.
-		if n := count[pathColors[p]]; n < 40 {
+		if n := count[compare.PathColor(p)]; n < 40 {
 			errs = append(errs, fmt.Errorf("%s: %d pixels of %s's colour, want its series", file, n, p))
 		}
 	}
@@ -68,7 +73,7 @@ var (
 // checkSVG finds each path's series among the drawn elements by its
 // colour: a line of more than two vertices (a legend sample has two), or
 // more than one point.
-func checkSVG(file string, paths []Path) error {
+func checkSVG(file string, paths []compare.Path) error {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return err
@@ -101,9 +106,9 @@ func checkSVG(file string, paths []Path) error {
 		legend[strings.TrimSpace(string(m[1]))]++
 	}
 	var errs []error
-	known := map[string]bool{hex(faultShade): true, "#000000": true, "#FFFFFF": true, "#808080": true}
+	known := map[string]bool{hex(compare.FaultShade()): true, "#000000": true, "#FFFFFF": true, "#808080": true}
 	for _, p := range paths {
-		c := hex(pathColors[p])
+		c := hex(compare.PathColor(p))
 		known[c] = true
 		if mk := drawn[c]; mk == nil || (mk.lines == 0 && mk.points < 2) {
 			errs = append(errs, fmt.Errorf("%s: no series in %s's colour %s (%+v)", file, p, c, mk))

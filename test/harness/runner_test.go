@@ -1,4 +1,4 @@
-package loopback
+package harness
 
 import (
 	"errors"

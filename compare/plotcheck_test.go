@@ -1,4 +1,4 @@
-package compare
+package compare_test
 
 import (
 	"path/filepath"
@@ -6,10 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/understudy-kv/understudy/compare"
 	"github.com/understudy-kv/understudy/config"
+	"github.com/understudy-kv/understudy/test/plotcheck"
 )
 
 func TestPlotsHaveOneSeriesPerPath(t *testing.T) {
+	const msec = time.Millisecond
 	for _, tc := range []struct {
 		name string
 		lag  func(i int) time.Duration
@@ -19,19 +22,19 @@ func TestPlotsHaveOneSeriesPerPath(t *testing.T) {
 		{"paths on top of each other", func(int) time.Duration { return 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := synthetic(300)
-			for i, p := range Paths {
-				addReads(h, p, 0, tc.lag(i))
+			h := compare.Synthetic(300)
+			for i, p := range compare.Paths {
+				compare.AddReads(h, p, 0, tc.lag(i))
 			}
 			cfg := config.DefaultCompare()
 			cfg.Fault = config.FaultReplicaPartition
-			a := Analyze(cfg, h, time.Second, 2*time.Second)
+			a := compare.Analyze(cfg, h, time.Second, 2*time.Second)
 			dir := t.TempDir()
 			if err := a.Plots(dir); err != nil {
 				t.Fatal(err)
 			}
-			for _, name := range PlotFiles {
-				if err := CheckPlot(filepath.Join(dir, name), Paths); err != nil {
+			for _, name := range compare.PlotFiles {
+				if err := plotcheck.Check(filepath.Join(dir, name), compare.Paths); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -42,19 +45,19 @@ func TestPlotsHaveOneSeriesPerPath(t *testing.T) {
 // The check fails when a path has no series: here the mirror answered no
 // read, so its legend entry says so and nothing is drawn in its colour.
 func TestCheckPlotFailsWithoutAPathsSeries(t *testing.T) {
-	h := synthetic(300)
-	for _, p := range Paths[:len(Paths)-1] {
-		addReads(h, p, 0, 0)
+	h := compare.Synthetic(300)
+	for _, p := range compare.Paths[:len(compare.Paths)-1] {
+		compare.AddReads(h, p, 0, 0)
 	}
-	a := Analyze(config.DefaultCompare(), h, 0, 0)
+	a := compare.Analyze(config.DefaultCompare(), h, 0, 0)
 	dir := t.TempDir()
 	if err := a.Plots(dir); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range PlotFiles {
-		err := CheckPlot(filepath.Join(dir, name), Paths)
+	for _, name := range compare.PlotFiles {
+		err := plotcheck.Check(filepath.Join(dir, name), compare.Paths)
 		if err == nil || !strings.Contains(err.Error(), "mirror") {
-			t.Fatalf("%s without a mirror series: CheckPlot = %v, want an error about the mirror", name, err)
+			t.Fatalf("%s without a mirror series: plotcheck.Check = %v, want an error about the mirror", name, err)
 		}
 	}
 }

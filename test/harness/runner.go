@@ -1,4 +1,4 @@
-package loopback
+package harness
 
 import (
 	"fmt"
@@ -7,10 +7,11 @@ import (
 	"sync"
 )
 
-// Runner is the TB of a program outside `go test` (a command, a
-// benchmark): Fatal ends the call made through Do with an error, Cleanup
-// functions run at Finish, last first, and TempDir directories are
-// removed then.
+// Runner is the TB of a program outside `go test` that drives the harness
+// (the benchmark, test/bench): Fatal ends the call made through Do with an
+// error, Cleanup functions run at Finish, last first, and TempDir
+// directories are removed then. A product command uses package loopback,
+// whose calls return errors, instead.
 type Runner struct {
 	name string
 	log  io.Writer
