@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/etcd/server/v3/auth"
 	"go.etcd.io/etcd/server/v3/storage/backend"
 	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -153,6 +154,8 @@ type authz struct {
 	copies    prometheus.Counter
 	mu        sync.Mutex
 	tokens    map[string]issued
+	rechecks  singleflight.Group
+	waiting   atomic.Int32 // calls waiting for a recheck
 }
 
 // issued is a token's user, as of the source's auth revision rev, and
@@ -416,7 +419,7 @@ func (a *authz) caller(ctx context.Context, v *authView) (*auth.AuthInfo, error)
 			return nil, auth.ErrInvalidAuthToken
 		}
 		if i.rev != v.rev {
-			if err := a.recheck(ctx, ts[0], i, v.rev); err != nil {
+			if err := a.recheck(ctx, ts[0], v.rev); err != nil {
 				return nil, err
 			}
 		}
@@ -440,13 +443,42 @@ const authCopyTimeout = time.Minute
 // the change) is refused as the source refuses it, and forgotten; one it
 // takes (the change did not touch its user) is recorded as of rev. A
 // permission denied is the read's, not the token's: the token stands.
-func (a *authz) recheck(ctx context.Context, token string, i issued, rev uint64) error {
+func (a *authz) recheck(ctx context.Context, token string, rev uint64) error {
 	if a.checkToken == nil {
 		return auth.ErrInvalidAuthToken
 	}
-	rctx, cancel := context.WithTimeout(ctx, a.maxWait)
-	defer cancel()
-	err := a.checkToken(rctx, rev)
+	// A client's calls after a change come at once: they ask once (one
+	// that comes as the answer is recorded finds it). The
+	// question is no one caller's (it runs within maxWait, whatever the
+	// first caller's deadline); each caller waits for it as long as its
+	// own call may, and is told its own deadline passed, not the source's.
+	ch := a.rechecks.DoChan(token+"@"+strconv.FormatUint(rev, 10), func() (any, error) {
+		a.mu.Lock()
+		cur, ok := a.tokens[token]
+		a.mu.Unlock()
+		switch {
+		case !ok:
+			return nil, auth.ErrInvalidAuthToken // refused by a question just answered
+		case cur.rev >= rev:
+			return nil, nil // taken by a question just answered
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.maxWait)
+		defer cancel()
+		return nil, a.rechecked(token, rev, a.checkToken(rctx, rev))
+	})
+	a.waiting.Add(1)
+	defer a.waiting.Add(-1)
+	select {
+	case r := <-ch:
+		return r.Err
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// rechecked records the source's answer err about token as of rev, and
+// says what the call is told.
+func (a *authz) rechecked(token string, rev uint64, err error) error {
 	switch {
 	case err == nil, errors.Is(rpctypes.Error(err), rpctypes.ErrPermissionDenied):
 		a.mu.Lock()

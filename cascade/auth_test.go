@@ -3,6 +3,7 @@ package cascade
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -228,6 +229,61 @@ func TestAuthzRechecksTokensAfterAChange(t *testing.T) {
 	}
 	if _, ok := a.tokens["t-gone"]; ok {
 		t.Errorf("a token the source refused is still recorded")
+	}
+}
+
+// A client's calls with one token, at once after an auth change, ask the
+// source once between them; a caller whose own deadline passes while the
+// question is out is told so (DeadlineExceeded), not that the source did
+// not answer, and the others still get the source's answer.
+func TestAuthzAsksOnceForACallersManyCalls(t *testing.T) {
+	a := newTestAuthz(t, time.Now())
+	issue(t, a, "t-alice", "alice")
+	asked, answer := make(chan struct{}, 16), make(chan error)
+	a.checkToken = func(ctx context.Context, _ uint64) error {
+		asked <- struct{}{}
+		select {
+		case err := <-answer:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	v, err := a.build(authState{enabled: true, rev: 8, users: map[string][]string{"root": {"root"}, "alice": {"reader"}, "bob": nil},
+		roles: map[string][]*authpb.Permission{"root": nil, "reader": {{PermType: authpb.READ, Key: []byte("pub/"), RangeEnd: []byte("pub0")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.close)
+	a.view.Store(v)
+	const calls = 8
+	done := make(chan error, calls)
+	for range calls {
+		go func() { done <- a.Permit(withToken("t-alice"), rangeCheck("pub/a")) }()
+	}
+	short, cancel := context.WithCancel(withToken("t-alice"))
+	shortDone := make(chan error, 1)
+	go func() { shortDone <- a.Permit(short, rangeCheck("pub/a")) }()
+	deadline := time.Now().Add(time.Minute)
+	for a.waiting.Load() != calls+1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls waiting for the recheck, want %d", a.waiting.Load(), calls+1)
+		}
+		runtime.Gosched()
+	}
+	<-asked
+	cancel() // as a passed deadline: the caller's own end
+	if err := <-shortDone; status.Code(err) != codes.Canceled {
+		t.Fatalf("a caller whose context ended while the token was rechecked: %v, want Canceled", err)
+	}
+	answer <- nil
+	for range calls {
+		if err := <-done; err != nil {
+			t.Fatalf("a call once the source took the token: %v", err)
+		}
+	}
+	if n := len(asked); n != 0 {
+		t.Fatalf("the source was asked %d more times; want once for all the calls", n)
 	}
 }
 
