@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 )
 
@@ -37,15 +38,34 @@ func advanceEach(t *testing.T, ctx context.Context, clock *clockwork.FakeClock, 
 	}
 }
 
+// waits is a zap core that passes on the backoff of every retry line:
+// the join logs it just before it waits.
+type waits chan time.Duration
+
+func (w waits) Enabled(zapcore.Level) bool        { return true }
+func (w waits) With([]zapcore.Field) zapcore.Core { return w }
+func (w waits) Sync() error                       { return nil }
+func (w waits) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	return ce.AddCore(e, w)
+}
+func (w waits) Write(_ zapcore.Entry, fields []zapcore.Field) error {
+	for _, f := range fields {
+		if f.Key == "backoff" {
+			w <- time.Duration(f.Integer)
+		}
+	}
+	return nil
+}
+
 // The cluster's "unhealthy" refusal is retried after 100ms, doubling up to
 // 500ms, each wait logged; and when ctx ends during a wait, the error says so
-// and names the last refusal.
+// and names the last answer.
 func TestJoinBacksOffWhileTheClusterRefuses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	refusals := slices.Repeat([]error{rpctypes.ErrUnhealthy}, 6)
 	f := &fakeCluster{members: []*etcdserverpb.Member{voter()}, addErrs: append(refusals, nil)}
-	core, logs := observer.New(zap.InfoLevel)
+	w := make(waits, len(refusals))
 	clock := clockwork.NewFakeClock()
 	type result struct {
 		j   Joined
@@ -53,31 +73,39 @@ func TestJoinBacksOffWhileTheClusterRefuses(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		j, err := join(ctx, zap.New(core), clock, f, testSelf)
+		j, err := Join(ctx, zap.New(w), clock, f, testSelf)
 		done <- result{j, err}
 	}()
-	advanceEach(t, ctx, clock, len(refusals), joinBackoffMax)
+	var got []time.Duration
+	for range refusals {
+		d := <-w
+		got = append(got, d)
+		// Each add holds its attempt's deadline (10 s, never reached
+		// here); the wait is one timer more.
+		if err := clock.BlockUntilContext(ctx, f.adds+1); err != nil {
+			t.Fatalf("waiting for the join's wait: %v", err)
+		}
+		clock.Advance(d)
+	}
 	r := <-done
 	if r.err != nil || r.j.ID != 100 || f.adds != 7 {
 		t.Fatalf("join = %+v, %v after %d adds; want the seventh add", r.j, r.err, f.adds)
 	}
 	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond}
-	if got := backoffs(logs); !slices.Equal(got, want) {
+	if !slices.Equal(got, want) {
 		t.Fatalf("waits logged %v; want %v", got, want)
 	}
 
 	f = &fakeCluster{members: []*etcdserverpb.Member{voter()}, addErrs: []error{rpctypes.ErrUnhealthy}}
 	gone, stop := context.WithCancel(ctx)
 	go func() {
-		_, err := join(gone, zap.NewNop(), clock, f, testSelf)
+		_, err := Join(gone, zap.New(w), clock, f, testSelf)
 		done <- result{err: err}
 	}()
-	if err := clock.BlockUntilContext(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	<-w
 	stop()
-	if r := <-done; !errors.Is(r.err, context.Canceled) || !contains(r.err, "last refusal") {
-		t.Fatalf("join = %v; want ctx's end and the last refusal", r.err)
+	if r := <-done; !errors.Is(r.err, context.Canceled) || !contains(r.err, "last answer: etcdserver: unhealthy cluster") {
+		t.Fatalf("join = %v; want ctx's end and the last answer", r.err)
 	}
 }
 

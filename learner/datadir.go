@@ -13,12 +13,14 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
-	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
+	etcdmembership "go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 	"go.etcd.io/etcd/server/v3/storage/datadir"
 	"go.etcd.io/etcd/server/v3/storage/schema"
 	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/understudy-kv/understudy/membership"
 )
 
 // Self is the replica that starts: the flags its checks and errors name.
@@ -110,7 +112,7 @@ func StoredClientURLs(dataDir string, self uint64) ([]string, error) {
 			return nil
 		}
 		return b.ForEach(func(_, v []byte) error {
-			var m membership.Member
+			var m etcdmembership.Member
 			if err := json.Unmarshal(v, &m); err != nil {
 				return fmt.Errorf("member list: %w", err)
 			}
@@ -179,7 +181,7 @@ func CheckDataDir(self Self, s Stored, held bool, clusterID uint64, members []*e
 	}
 	m := members[i]
 	switch {
-	case m.Name == "" && m.IsLearner && !SamePeerURLs(m.PeerURLs, self.PeerURLs):
+	case m.Name == "" && m.IsLearner && !membership.SamePeerURLs(m.PeerURLs, self.PeerURLs):
 		// Perhaps another replica's first start, under way with a copy
 		// of this data dir: not this replica's to drop or remove.
 		return 0, fmt.Errorf("%w: --data-dir %s holds learner %x, which never started, with peer URLs %v, not this replica's %v; if no replica is starting with it, remove it with `replica leave --endpoints %s %x`, or start with --initial-advertise-peer-urls %s",

@@ -1,24 +1,22 @@
-// Package learner owns a replica's membership: adding it to a cluster as a
-// learner, knowing whether it has caught up, and taking the entry back out
-// when it never becomes healthy, so that a misconfigured replica never
-// changes the voters or their quorum.
+// Package learner owns a replica's own membership: adding it to a cluster
+// as a learner (the add itself is membership's Changer's), knowing whether
+// it has caught up, and the checks of its data dir and --join, so that a
+// misconfigured replica never changes the voters or their quorum.
 package learner
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/understudy-kv/understudy/backoff"
+	"github.com/understudy-kv/understudy/membership"
 )
 
 var (
@@ -45,15 +43,6 @@ var (
 	ErrJoinNotEtcd = errors.New("learner: --join does not reach an etcd cluster")
 )
 
-// Membership is the part of clientv3.Cluster the join needs.
-type Membership interface {
-	MemberList(ctx context.Context, opts ...clientv3.OpOption) (*clientv3.MemberListResponse, error)
-	MemberAddAsLearner(ctx context.Context, peerAddrs []string) (*clientv3.MemberAddResponse, error)
-	MemberRemove(ctx context.Context, id uint64) (*clientv3.MemberRemoveResponse, error)
-}
-
-var _ Membership = clientv3.Cluster(nil)
-
 // Joined describes the member entry a replica starts as.
 type Joined struct {
 	// ID is the member ID the cluster gave the learner.
@@ -65,112 +54,78 @@ type Joined struct {
 	Added bool
 }
 
+// addTimeout bounds one attempt of the member add (and of the remove of
+// --replace-own-learner); etcd's own request timeout is 5 s plus two
+// elections.
+const addTimeout = 10 * time.Second
+
 // Join adds self as a learner, or finds the entry a previous, interrupted
-// attempt added (same peer URLs, never started). The "unhealthy cluster"
-// refusal etcd gives right after a voter starts or restarts is retried with
-// backoff until ctx ends.
-func Join(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, m Membership, self Self) (Joined, error) {
-	return join(ctx, lg, clock, m, self)
-}
-
-// joinBackoff is the first wait after a refused join; it doubles up to
-// joinBackoffMax. etcd refuses a member add ("unhealthy cluster") until
-// the member asked has been connected to a quorum of the voters for 5 s
-// (etcdserver's HealthInterval), so a join right after the voters start
-// waits about that long whatever the backoff; a cap of 500 ms ends the
-// wait at most that late (a 2 s cap added up to 2 s to it). The member
-// refuses before raft: retrying twice a second costs the cluster nothing.
-const (
-	joinBackoff    = 100 * time.Millisecond
-	joinBackoffMax = 500 * time.Millisecond
-)
-
-// join is Join with its waits on clock.
-func join(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, m Membership, self Self) (Joined, error) {
-	b := backoff.Exponential{Initial: joinBackoff, Max: joinBackoffMax}
+// attempt added (same peer URLs, never started). The add is the
+// membership Changer's: each attempt bounded by addTimeout, asked again,
+// paced by clock, while etcd refuses it for now ("unhealthy cluster" right
+// after a voter starts or restarts, the ID of a member removed this
+// second) or does not answer (raft holds one membership change at a time
+// and drops another proposed meanwhile: replicas joining at once), until
+// ctx ends; an add applied although unanswered is found at its peer URLs.
+func Join(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, m membership.Cluster, self Self) (Joined, error) {
+	cfg := membership.DefaultChangerConfig(m, clock)
+	cfg.Attempt, cfg.Log = addTimeout, lg
+	ch, err := membership.NewChanger(cfg)
+	if err != nil {
+		return Joined{}, fmt.Errorf("learner: join: %w", err)
+	}
 	for {
-		j, err := joinOnce(ctx, m, self)
+		j, err := joinOnce(ctx, ch, m, self)
 		if errors.Is(err, errReplacedOwnLearner) {
 			lg.Warn("--data-dir holds no member and the cluster listed this replica's own learner entry (its data was lost): removed it; joining as a new learner", zap.Error(err))
 			continue
 		}
-		if err == nil || !retryable(err) {
-			return j, err
-		}
-		d := b.Next()
-		lg.Info("cluster refused the learner for now; retrying", zap.Error(err), zap.Duration("backoff", d))
-		if werr := backoff.Wait(ctx, clock, d); werr != nil {
-			return Joined{}, fmt.Errorf("learner: join: %w (last refusal: %v)", werr, err)
-		}
+		return j, err
 	}
 }
 
-func joinOnce(ctx context.Context, m Membership, self Self) (Joined, error) {
+func joinOnce(ctx context.Context, ch *membership.Changer, m membership.Cluster, self Self) (Joined, error) {
 	list, err := m.MemberList(ctx)
 	if err != nil {
 		return Joined{}, fmt.Errorf("learner: list members: %w", err)
 	}
 	name, peerURLs := self.Name, self.PeerURLs
 	for _, mem := range list.Members {
-		if mem.Name == name && !SamePeerURLs(mem.PeerURLs, peerURLs) {
+		if mem.Name == name && !membership.SamePeerURLs(mem.PeerURLs, peerURLs) {
 			return Joined{}, fmt.Errorf("%w: %q (ID %x, peer URLs %s); pick another --name",
 				ErrNameTaken, name, mem.ID, strings.Join(mem.PeerURLs, ","))
 		}
-		if SamePeerURLs(mem.PeerURLs, peerURLs) {
+		if membership.SamePeerURLs(mem.PeerURLs, peerURLs) {
 			switch {
 			case mem.Name == "" && mem.IsLearner:
 				// Added by an attempt that never started: take it over.
 				return Joined{ID: mem.ID, InitialCluster: initialCluster(list.Members, mem.ID, name), Added: true}, nil
 			case mem.Name == name && mem.IsLearner && self.ReplaceOwnLearner:
 				// This replica's own entry, its data lost: a learner
-				// counts for no quorum, so removing it is safe.
-				rctx, cancel := context.WithTimeout(ctx, addTimeout)
-				_, err := m.MemberRemove(rctx, mem.ID)
-				cancel()
-				switch {
-				case err == nil || isErr(err, rpctypes.ErrMemberNotFound):
-					// Removed, by this call or by the old pod's own leave.
-					return Joined{}, fmt.Errorf("%w: %q (ID %x)", errReplacedOwnLearner, name, mem.ID)
-				case ctx.Err() == nil && timedOut(err):
-					// Dropped beside another change: the next attempt
-					// lists the members again.
-					return Joined{}, fmt.Errorf("%w: remove %x: %v", errAddTimedOut, mem.ID, err)
+				// counts for no quorum, so removing it is safe; one
+				// promoted meanwhile is refused. Gone already (the old
+				// pod's own leave) is done.
+				if _, err := ch.RemoveLearner(ctx, mem.ID); err != nil {
+					return Joined{}, fmt.Errorf("learner: --replace-own-learner: remove learner %q (ID %x): %w", name, mem.ID, err)
 				}
-				return Joined{}, fmt.Errorf("learner: --replace-own-learner: remove learner %q (ID %x): %w", name, mem.ID, err)
+				return Joined{}, fmt.Errorf("%w: %q (ID %x)", errReplacedOwnLearner, name, mem.ID)
 			}
 			return Joined{}, peerURLsTaken(self, mem)
 		}
 	}
-	addCtx, cancel := context.WithTimeout(ctx, addTimeout)
-	resp, err := m.MemberAddAsLearner(addCtx, peerURLs)
-	cancel()
+	res, err := ch.AddLearner(ctx, peerURLs)
+	var ce *membership.ChangeError
 	switch {
+	case err == nil && res.Member != nil:
+		return Joined{ID: res.Member.ID, InitialCluster: initialCluster(res.Members, res.Member.ID, name), Added: true}, nil
 	case err == nil:
-		return Joined{ID: resp.Member.ID, InitialCluster: initialCluster(resp.Members, resp.Member.ID, name), Added: true}, nil
-	case ctx.Err() == nil && timedOut(err):
-		// raft holds one membership change at a time and drops a second
-		// proposed meanwhile (another replica joining at once), and etcd
-		// waits for the dropped one until the request ends. Whether or
-		// not it was applied, the next attempt sees: an entry at these
-		// URLs that never started is taken over.
-		return Joined{}, fmt.Errorf("%w: %v", errAddTimedOut, err)
-	case isErr(err, rpctypes.ErrMemberNotFound):
-		// etcd derives a new member's ID from its peer URLs and the
-		// current second: added again within the second of a removal,
-		// it gets the removed ID and is refused. The next second works.
-		return Joined{}, fmt.Errorf("%w: %v", errRemovedThisSecond, err)
-	case isErr(err, rpctypes.ErrTooManyLearners):
+		return Joined{}, errors.New("learner: add as learner: the answer names no member")
+	case errors.Is(err, rpctypes.ErrTooManyLearners):
 		return Joined{}, tooManyLearners(self, list.Members)
-	case isErr(err, rpctypes.ErrPeerURLExist):
-		// Some of the URLs, not all: find who holds them.
-		for _, mem := range list.Members {
-			if slices.ContainsFunc(mem.PeerURLs, func(u string) bool { return slices.Contains(peerURLs, u) }) {
-				return Joined{}, peerURLsTaken(self, mem)
-			}
-		}
-		// Nobody in the list read before the add: an earlier add that
-		// timed out was applied since. The next attempt takes it over.
-		return Joined{}, fmt.Errorf("%w: %v", errAddTimedOut, err)
+	case errors.Is(err, membership.ErrPeerURLsHeld) && errors.As(err, &ce) && ce.Member != nil:
+		// Some of the URLs, or all of them held by a member that has
+		// started since the list was read.
+		return Joined{}, peerURLsTaken(self, ce.Member)
 	}
 	return Joined{}, fmt.Errorf("learner: add as learner: %w", err)
 }
@@ -215,33 +170,9 @@ func tooManyLearners(self Self, members []*etcdserverpb.Member) error {
 
 func joinList(join []string) string { return strings.Join(join, ",") }
 
-func isErr(err, target error) bool {
-	return errors.Is(err, target) || strings.Contains(err.Error(), target.Error())
-}
-
 // errReplacedOwnLearner is a join that removed this replica's own learner
 // entry (--replace-own-learner): the next attempt adds it anew.
 var errReplacedOwnLearner = errors.New("learner: removed this replica's own learner entry")
-
-// addTimeout bounds one member add; etcd's own request timeout is 5 s
-// plus two elections.
-const addTimeout = 10 * time.Second
-
-// timedOut is a membership change that got no answer in time.
-func timedOut(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || isErr(err, rpctypes.ErrTimeout) || isErr(err, rpctypes.ErrTimeoutDueToLeaderFail)
-}
-
-// errAddTimedOut is a member add that got no answer within addTimeout.
-var errAddTimedOut = errors.New("learner: the member add was not answered in time")
-
-// errRemovedThisSecond is a refused add at peer URLs whose member was
-// removed in the same second.
-var errRemovedThisSecond = errors.New("learner: a member at these peer URLs was removed this second")
-
-func retryable(err error) bool {
-	return isErr(err, rpctypes.ErrUnhealthy) || errors.Is(err, errRemovedThisSecond) || errors.Is(err, errAddTimedOut)
-}
 
 // initialCluster lists every member by its peer URLs. Members that never
 // started have no name yet; the new learner is given its own.
@@ -260,22 +191,4 @@ func initialCluster(members []*etcdserverpb.Member, self uint64, name string) st
 		}
 	}
 	return strings.Join(parts, ",")
-}
-
-// SamePeerURLs reports whether a and b hold the same URLs in any order.
-func SamePeerURLs(a, b []string) bool {
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(a, b)
-}
-
-// Remove takes the member entry id out of the cluster. It is how a replica
-// that never became healthy undoes its own join.
-func Remove(ctx context.Context, m Membership, id uint64) error {
-	_, err := m.MemberRemove(ctx, id)
-	if err != nil && !isErr(err, rpctypes.ErrMemberNotFound) {
-		return fmt.Errorf("learner: remove member %x: %w", id, err)
-	}
-	return nil
 }

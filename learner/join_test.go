@@ -3,15 +3,18 @@ package learner
 import (
 	"context"
 	"errors"
-	"github.com/jonboulle/clockwork"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jonboulle/clockwork"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/understudy-kv/understudy/membership"
 )
 
 // fakeCluster is a member list and the answers to adds, in order.
@@ -22,7 +25,7 @@ type fakeCluster struct {
 	removed []uint64
 }
 
-var _ Membership = (*fakeCluster)(nil)
+var _ membership.Cluster = (*fakeCluster)(nil)
 
 func (f *fakeCluster) MemberList(context.Context, ...clientv3.OpOption) (*clientv3.MemberListResponse, error) {
 	return &clientv3.MemberListResponse{Header: &etcdserverpb.ResponseHeader{ClusterId: 9}, Members: f.members}, nil
@@ -43,6 +46,10 @@ func (f *fakeCluster) MemberAddAsLearner(ctx context.Context, peerURLs []string)
 	m := &etcdserverpb.Member{ID: 100, PeerURLs: peerURLs, IsLearner: true}
 	f.members = append(f.members, m)
 	return &clientv3.MemberAddResponse{Member: m, Members: f.members}, nil
+}
+
+func (f *fakeCluster) MemberPromote(context.Context, uint64) (*clientv3.MemberPromoteResponse, error) {
+	return nil, errors.New("fakeCluster: a join promotes nothing")
 }
 
 func (f *fakeCluster) MemberRemove(ctx context.Context, id uint64) (*clientv3.MemberRemoveResponse, error) {

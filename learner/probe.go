@@ -62,7 +62,7 @@ type Cluster struct {
 // cluster that answered. The caller has probed join first (conn's
 // Flags.Probe, which names each URL and why it does not answer as etcd);
 // a list that fails after that is ErrJoinNotEtcd, with the error.
-func ProbeJoin(ctx context.Context, m Membership, join []string) (Cluster, error) {
+func ProbeJoin(ctx context.Context, m membership.Cluster, join []string) (Cluster, error) {
 	resp, err := m.MemberList(ctx, clientv3.WithSerializable())
 	if err != nil {
 		return Cluster{}, fmt.Errorf("%w: --join %s answered etcd's Status, but not MemberList: %v", ErrJoinNotEtcd, joinList(join), err)

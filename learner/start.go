@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/understudy-kv/understudy/backoff"
+	"github.com/understudy-kv/understudy/membership"
 )
 
 // MembersNotAgreed reports etcd's refusal to start a joining member whose
@@ -44,7 +45,7 @@ func PeersUnanswered(err error) bool {
 // InitialCluster is the --initial-cluster for member id, named name, from
 // the cluster's member list now (linearizable: every add applied by the
 // leader is in it).
-func InitialCluster(ctx context.Context, m Membership, id uint64, name string) (string, error) {
+func InitialCluster(ctx context.Context, m membership.Cluster, id uint64, name string) (string, error) {
 	list, err := m.MemberList(ctx)
 	if err != nil {
 		return "", fmt.Errorf("learner: list members: %w", err)
@@ -70,12 +71,12 @@ const (
 // backoff with the member list read anew, until ctx ends. Any other error
 // is returned at once. start must leave nothing behind
 // when it fails (the caller's embed.StartEtcd closes what it opened).
-func Start[T any](ctx context.Context, lg *zap.Logger, clock clockwork.Clock, m Membership, j Joined, name string, start func(initialCluster string) (T, error)) (T, error) {
+func Start[T any](ctx context.Context, lg *zap.Logger, clock clockwork.Clock, m membership.Cluster, j Joined, name string, start func(initialCluster string) (T, error)) (T, error) {
 	return startMember(ctx, lg, clock, m, j, name, start)
 }
 
 // startMember is Start with its waits on clock.
-func startMember[T any](ctx context.Context, lg *zap.Logger, clock clockwork.Clock, m Membership, j Joined, name string, start func(initialCluster string) (T, error)) (T, error) {
+func startMember[T any](ctx context.Context, lg *zap.Logger, clock clockwork.Clock, m membership.Cluster, j Joined, name string, start func(initialCluster string) (T, error)) (T, error) {
 	b := backoff.Exponential{Initial: startBackoff, Max: startBackoffMax}
 	initial := j.InitialCluster
 	for {

@@ -2,19 +2,12 @@ package membership
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/jonboulle/clockwork"
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/understudy-kv/understudy/backoff"
 )
 
 // Promote promotes the learner target (name or hex ID) of sts, the
@@ -23,7 +16,10 @@ import (
 // refused with ErrRefused and the reason (for a learner that does not
 // answer, how far behind the leader's raft progress has it); force leaves
 // the check to etcd's own (a match index at least 90% of the leader's).
-func Promote(ctx context.Context, cli *clientv3.Client, hc *http.Client, sts []*Member, target string, force bool) (*Member, error) {
+// The promotion itself is the Changer's: each attempt bounded by
+// adminAttempt, asked again while unanswered until ctx ends; a member
+// found a voter after an attempt in doubt is promoted.
+func Promote(ctx context.Context, clock clockwork.Clock, cli *clientv3.Client, hc *http.Client, sts []*Member, target string, force bool) (*Member, error) {
 	s, err := Find(sts, target)
 	if err != nil {
 		return nil, err
@@ -44,10 +40,27 @@ func Promote(ctx context.Context, cli *clientv3.Client, hc *http.Client, sts []*
 			return s, fmt.Errorf("%w %s (%s): %s (--force leaves it to etcd's 90%% rule)", ErrRefused, s.Name, s.ID, s.Why)
 		}
 	}
-	if _, err := cli.MemberPromote(ctx, s.id); err != nil {
-		return s, fmt.Errorf("membership: promote %s (%s): etcd refused: %w", s.Name, s.ID, err)
+	ch, err := NewChanger(adminChanger(cli, clock))
+	if err != nil {
+		return s, err
+	}
+	if _, err := ch.Promote(ctx, s.id); err != nil {
+		return s, fmt.Errorf("membership: promote %s (%s): %w", s.Name, s.ID, err)
 	}
 	return s, nil
+}
+
+// adminAttempt bounds one attempt of `replica promote` or `replica leave`:
+// shorter than etcd's request timeout (5 s plus two elections), so that a
+// change raft dropped beside another (two pods leaving at once) is asked
+// again sooner than etcd would give up on it.
+const adminAttempt = 5 * time.Second
+
+// adminChanger is how `replica promote` and `replica leave` ask.
+func adminChanger(cli *clientv3.Client, clock clockwork.Clock) ChangerConfig {
+	cfg := DefaultChangerConfig(cli, clock)
+	cfg.Attempt = adminAttempt
+	return cfg
 }
 
 // Behind says how far a member whose log matches the leader's up to match
@@ -87,20 +100,13 @@ func leaderMatch(ctx context.Context, hc *http.Client, sts []*Member, id uint64)
 	return p.Match, st.Commit, nil
 }
 
-// removeTimeout bounds one member remove, and removeRetry is the wait
-// before the next: raft holds one membership change at a time and drops
-// another proposed meanwhile (two pods leaving at once), and etcd waits
-// for the dropped one until the request ends.
-const (
-	removeTimeout = 5 * time.Second
-	removeRetry   = 500 * time.Millisecond
-)
-
 // Leave removes the learner target (name or hex ID) of sts. Voters are
 // refused: removing one changes the quorum, which is etcdctl member
-// remove's business, knowingly. A remove that times out is asked again
-// until ctx ends, clock pacing it, after listing the members again: gone
-// means an earlier remove was applied; promoted meanwhile is refused.
+// remove's business, knowingly. The removal is the Changer's: a remove
+// that times out (raft drops a change proposed beside another: two pods
+// leaving at once) is asked again until ctx ends, clock pacing it, after
+// listing the members again: gone means an earlier remove was applied;
+// promoted meanwhile is refused.
 func Leave(ctx context.Context, clock clockwork.Clock, cli *clientv3.Client, sts []*Member, target string) (*Member, error) {
 	s, err := Find(sts, target)
 	if err != nil {
@@ -109,40 +115,12 @@ func Leave(ctx context.Context, clock clockwork.Clock, cli *clientv3.Client, sts
 	if !s.IsLearner {
 		return s, fmt.Errorf("%w: %s (%s) is a voter; remove voters with etcdctl member remove, knowing the quorum it changes", ErrRefused, s.Name, s.ID)
 	}
-	for try := 1; ; try++ {
-		rctx, cancel := context.WithTimeout(ctx, removeTimeout)
-		_, err := cli.MemberRemove(rctx, s.id)
-		cancel()
-		switch {
-		case err == nil:
-			return s, nil
-		case try > 1 && hasErr(err, rpctypes.ErrMemberNotFound):
-			return s, nil
-		case ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || hasErr(err, rpctypes.ErrTimeout) || hasErr(err, rpctypes.ErrTimeoutDueToLeaderFail)):
-			return s, fmt.Errorf("membership: remove %s (%s): %w", s.Name, s.ID, err)
-		}
-		if werr := backoff.Wait(ctx, clock, removeRetry); werr != nil {
-			return s, fmt.Errorf("membership: remove %s (%s): %w (after %v)", s.Name, s.ID, werr, err)
-		}
-		// Listed again before asking again: the remove may have been
-		// applied late, or the learner promoted meanwhile (a standby
-		// taking over), and a voter is never removed here.
-		lctx, cancel := context.WithTimeout(ctx, removeTimeout)
-		list, lerr := cli.MemberList(lctx)
-		cancel()
-		if lerr != nil {
-			return s, fmt.Errorf("membership: remove %s (%s): %v; then listing the members: %w", s.Name, s.ID, err, lerr)
-		}
-		i := slices.IndexFunc(list.Members, func(m *etcdserverpb.Member) bool { return m.ID == s.id })
-		switch {
-		case i < 0:
-			return s, nil
-		case !list.Members[i].IsLearner:
-			return s, fmt.Errorf("%w: %s (%s) became a voter while its removal waited; remove voters with etcdctl member remove, knowing the quorum it changes", ErrRefused, s.Name, s.ID)
-		}
+	ch, err := NewChanger(adminChanger(cli, clock))
+	if err != nil {
+		return s, err
 	}
-}
-
-func hasErr(err, target error) bool {
-	return errors.Is(err, target) || strings.Contains(err.Error(), target.Error())
+	if _, err := ch.RemoveLearner(ctx, s.id); err != nil {
+		return s, fmt.Errorf("membership: remove %s (%s): %w", s.Name, s.ID, err)
+	}
+	return s, nil
 }

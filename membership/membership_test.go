@@ -101,7 +101,7 @@ func TestRefusals(t *testing.T) {
 		"r2": "refusing r2 (3): it does not answer",
 	} {
 		// cli is nil: a refusal must come before any call.
-		if _, err := Promote(context.Background(), nil, nil, sts, target, false); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), want) {
+		if _, err := Promote(context.Background(), nil, nil, nil, sts, target, false); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), want) {
 			t.Errorf("promote %s: %v, want a refusal with %q", target, err, want)
 		}
 	}

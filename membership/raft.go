@@ -1,9 +1,11 @@
 // Package membership reads and changes a cluster's membership the way an
-// operator of understudy replicas needs: every member's status with
-// understudy's promotion verdict, a promotion that refuses a learner that
-// is not live and caught up, a leave that refuses voters, and the two
-// pieces of raft evidence a standby judges a voter by (the leader's raft
-// progress and the voter's peer URLs).
+// operator of understudy replicas, or a standby, needs: the one Changer
+// through which every member add, promotion and removal goes (Classify and
+// Settle read etcd's answers), every member's status with understudy's
+// promotion verdict, a promotion that refuses a learner that is not live
+// and caught up, a leave that refuses voters, and the two pieces of raft
+// evidence a standby judges a voter by (the leader's raft progress and the
+// voter's peer URLs).
 package membership
 
 import (

@@ -19,6 +19,7 @@ import (
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/learner"
 	"github.com/understudy-kv/understudy/logging"
+	"github.com/understudy-kv/understudy/membership"
 	"github.com/understudy-kv/understudy/readpath"
 )
 
@@ -200,7 +201,7 @@ func start(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv
 	// Undo the join: the voters are left as they were.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer rcancel()
-	if rerr := learner.Remove(rctx, cli.Cluster, j.ID); rerr != nil {
+	if rerr := removeOwnLearner(rctx, lg, opts.Clock, cli, j.ID); rerr != nil {
 		return nil, fmt.Errorf("replica: %w; removing learner %x failed too, remove it with `etcdctl member remove %x`: %v", err, j.ID, j.ID, rerr)
 	}
 	// Only what etcd wrote: --data-dir may hold the operator's own files.
@@ -208,6 +209,21 @@ func start(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv
 		lg.Warn("could not remove the data of the removed learner", zap.String("dir", filepath.Join(cfg.DataDir, "member")), zap.Error(rerr))
 	}
 	return nil, fmt.Errorf("replica: %w; learner %x was removed again, the voters are unchanged", err, j.ID)
+}
+
+// removeOwnLearner takes this replica's own learner entry id out of the
+// cluster (a join undone, --remove-on-exit) through the membership
+// Changer, until ctx ends: a member not found is gone already, and a voter
+// (promoted meanwhile) is never removed.
+func removeOwnLearner(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, cli *clientv3.Client, id uint64) error {
+	cfg := membership.DefaultChangerConfig(cli.Cluster, clock)
+	cfg.Log = lg
+	ch, err := membership.NewChanger(cfg)
+	if err != nil {
+		return err
+	}
+	_, err = ch.RemoveLearner(ctx, id)
+	return err
 }
 
 func startLearner(ctx context.Context, lg *zap.Logger, cfg config.Replica, j learner.Joined, cli *clientv3.Client, opts Options) (*embed.Etcd, error) {

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+
+	"github.com/understudy-kv/understudy/membership"
 )
 
 // leaderCallTimeout bounds a promotion sent to the leader's own client URL
@@ -23,6 +22,14 @@ const leaderCallTimeout = 3 * time.Second
 // of its own.
 type dialer func(ctx context.Context, endpoints []string) (*clientv3.Client, error)
 
+// changer is the membership Changer of the role loop's changes through
+// cluster: each attempt bounded by attempt, each retry logged on lg.
+func (r *roles) changer(lg *zap.Logger, cluster membership.Cluster, attempt time.Duration) (*membership.Changer, error) {
+	cfg := membership.DefaultChangerConfig(cluster, r.clock)
+	cfg.Attempt, cfg.Log = attempt, lg
+	return membership.NewChanger(cfg)
+}
+
 // promote asks the cluster to promote the learner id.
 //
 // A voter that is not the leader forwards a promotion to the leader over
@@ -31,42 +38,50 @@ type dialer func(ctx context.Context, endpoints []string) (*clientv3.Client, err
 // refuses it as "auth: user name is empty", and the follower retries
 // until its request timeout. The promotion therefore goes to the leader's
 // own client URL first, and to whichever voter answers (r.cli) only if
-// the leader's client URL does not answer; with a certificate identity
-// that last path can succeed only if the call reaches the leader.
+// the leader's client URL does not answer (membership.Retryable); with a
+// certificate identity that last path can succeed only if the call
+// reaches the leader.
 //
 // The leader's client URL is skipped while the role loop's last read of
 // the leader's view through it failed (viewAt zero), so that a cut client
-// URL does not cost every attempt leaderCallTimeout. A promotion that the
-// leader proposed but did not answer within leaderCallTimeout is sent
-// again: the second answer is then "member not a learner", and the next
-// observation sees the promotion.
+// URL does not cost every attempt leaderCallTimeout. Both paths are the
+// Changer's: a promotion whose answer was lost and that is asked again is
+// answered "can only promote a learner member", which is done.
 func (r *roles) promote(ctx context.Context, lg *zap.Logger, id uint64) error {
-	err := fmt.Errorf("%w: the leader's client URL did not answer the last view read", errUnanswered)
+	why := "the leader's client URL did not answer the last view read"
 	if !r.viewAt.IsZero() {
-		err = r.promoteAtLeader(ctx, id)
+		err := r.promoteAtLeader(ctx, lg, id)
+		if err == nil || !(errors.Is(err, errNoClientURL) || membership.Retryable(err)) || ctx.Err() != nil {
+			return err
+		}
+		why = err.Error()
 	}
-	if err == nil || !unanswered(err) || ctx.Err() != nil {
+	lg.Info("promotion not sent to the leader's client URL; sending it to any voter", zap.String("why", why))
+	ch, err := r.changer(lg, r.cli.Cluster, r.attempt())
+	if err != nil {
 		return err
 	}
-	lg.Info("promotion not sent to the leader's client URL; sending it to any voter", zap.Error(err))
-	return retryUnanswered(ctx, r.clock, r.attempt(), func(ctx context.Context) error {
-		_, err := r.cli.MemberPromote(ctx, id)
-		return err
-	})
+	_, err = ch.Promote(ctx, id)
+	return err
 }
 
-// attempt bounds one attempt of an idempotent cluster call at the
-// distance the role loop measures to the voters.
+// attempt bounds one attempt of a cluster call of the role loop near the
+// voters (a fence check, a membership change through any voter); far away
+// it grows (evidenceTimeout).
 func (r *roles) attempt() time.Duration {
 	return evidenceTimeout(attemptTimeout, r.roundTrip())
 }
 
-// promoteAtLeader sends the promotion to the current leader's client URLs.
-func (r *roles) promoteAtLeader(ctx context.Context, id uint64) error {
+// errNoClientURL is a leader the member list gives no client URL.
+var errNoClientURL = errors.New("replica: no client URL")
+
+// promoteAtLeader sends the promotion to the current leader's client URLs,
+// within leaderCallTimeout.
+func (r *roles) promoteAtLeader(ctx context.Context, lg *zap.Logger, id uint64) error {
 	leader := r.srv.Leader()
 	m := r.srv.Cluster().Member(leader)
 	if m == nil || len(m.ClientURLs) == 0 {
-		return fmt.Errorf("%w: leader %x has no client URL in the member list", errUnanswered, uint64(leader))
+		return fmt.Errorf("%w: leader %x has none in the member list", errNoClientURL, uint64(leader))
 	}
 	lctx, cancel := context.WithTimeout(ctx, leaderCallTimeout)
 	defer cancel()
@@ -76,29 +91,12 @@ func (r *roles) promoteAtLeader(ctx context.Context, id uint64) error {
 		return fmt.Errorf("client for the leader %s at %v: %w", m.Name, m.ClientURLs, err)
 	}
 	defer cli.Close()
-	if _, err := cli.MemberPromote(lctx, id); err != nil {
+	ch, err := r.changer(lg, cli.Cluster, leaderCallTimeout)
+	if err != nil {
+		return err
+	}
+	if _, err := ch.Promote(lctx, id); err != nil {
 		return fmt.Errorf("at the leader %s (%v): %w", m.Name, m.ClientURLs, err)
 	}
 	return nil
-}
-
-// errUnanswered marks a call that no member answered.
-var errUnanswered = errors.New("replica: no answer")
-
-// unanswered tells whether err means the call reached no leader (so
-// another path may be tried), rather than the leader's refusal: no
-// connection or no answer in time, or a member that is no longer the
-// leader, or has none.
-func unanswered(err error) bool {
-	for _, e := range []error{errUnanswered, context.DeadlineExceeded,
-		rpctypes.ErrNoLeader, rpctypes.ErrLeaderChanged, rpctypes.ErrStopped} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded:
-		return true
-	}
-	return false
 }

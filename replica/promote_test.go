@@ -9,39 +9,42 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/understudy-kv/understudy/membership"
 )
 
 // A promotion falls back from the leader's client URL to any voter only
-// when the leader did not answer; a refusal is final, and the quota guard
-// still tells it from a promotion in doubt once wrapped.
+// when the leader did not get it through (a change still to be asked, a
+// dial without an answer, no client URL); a refusal is final. The quota
+// guard's gate takes only a refusal with nothing in doubt as "nothing
+// changed", however wrapped.
 func TestPromotionErrors(t *testing.T) {
-	wrap := func(err error) error { return fmt.Errorf("at the leader m1 ([https://127.0.0.1:1]): %w", err) }
+	atLeader := func(err error) error { return fmt.Errorf("at the leader m1 ([https://127.0.0.1:1]): %w", err) }
+	change := func(v membership.Verdict, inDoubt bool, err, ctx error) error {
+		return &membership.ChangeError{Change: membership.Change{Op: membership.OpPromote, ID: 2}, Verdict: v, InDoubt: inDoubt, Attempts: 1, Err: err, Ctx: ctx}
+	}
 	for _, tc := range []struct {
 		name                string
 		err                 error
-		unanswered, refused bool
+		fallBack, unchanged bool
 	}{
-		{"no connection", wrap(status.Error(codes.Unavailable, "connection refused")), true, false},
-		{"no answer in time", wrap(context.DeadlineExceeded), true, false},
-		{"grpc deadline", wrap(status.Error(codes.DeadlineExceeded, "context deadline exceeded")), true, false},
-		{"no client URL", fmt.Errorf("%w: leader 1 has no client URL", errUnanswered), true, false},
-		{"not the leader any more", wrap(rpctypes.ErrLeaderChanged), true, false},
-		{"no leader", wrap(rpctypes.ErrNoLeader), true, false},
-		{"learner not ready", wrap(rpctypes.ErrMemberLearnerNotReady), false, true},
-		{"not a learner", wrap(rpctypes.ErrMemberNotLearner), false, true},
-		{"not found", wrap(rpctypes.ErrMemberNotFound), false, true},
-		{"server's form", rpctypes.ErrGRPCLearnerNotReady, false, true},
-		{"no rights", wrap(rpctypes.ErrPermissionDenied), false, false},
-		{"user name empty", wrap(rpctypes.ErrUserEmpty), false, false},
-		{"request timed out: in doubt", wrap(rpctypes.ErrTimeout), false, false},
-		{"other", errors.New("boom"), false, false},
+		{"no connection, leader's time up", atLeader(change(membership.Retry, true, status.Error(codes.Unavailable, "connection refused"), context.DeadlineExceeded)), true, false},
+		{"no leader, leader's time up", atLeader(change(membership.Retry, true, rpctypes.ErrNoLeader, context.DeadlineExceeded)), true, false},
+		{"unhealthy, leader's time up", atLeader(change(membership.Retry, false, rpctypes.ErrUnhealthy, context.DeadlineExceeded)), true, false},
+		{"dial without an answer", fmt.Errorf("client for the leader m1 at [x]: %w", context.DeadlineExceeded), true, false},
+		{"no client URL", fmt.Errorf("%w: leader 1 has none in the member list", errNoClientURL), true, false},
+		{"learner not ready", atLeader(change(membership.Refused, false, rpctypes.ErrMemberLearnerNotReady, nil)), false, true},
+		{"no rights", atLeader(change(membership.Refused, false, rpctypes.ErrPermissionDenied, nil)), false, true},
+		{"refused after an attempt in doubt", atLeader(change(membership.Refused, true, rpctypes.ErrMemberLearnerNotReady, nil)), false, false},
+		{"dial refused by auth", fmt.Errorf("client for the leader m1 at [x]: %w", rpctypes.ErrAuthFailed), false, false},
+		{"unknown answer", atLeader(change(membership.Failed, false, errors.New("boom"), nil)), false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := unanswered(tc.err); got != tc.unanswered {
-				t.Errorf("unanswered(%v) = %v, want %v", tc.err, got, tc.unanswered)
+			if got := errors.Is(tc.err, errNoClientURL) || membership.Retryable(tc.err); got != tc.fallBack {
+				t.Errorf("falls back = %v, want %v (%v)", got, tc.fallBack, tc.err)
 			}
-			if got := refused(tc.err); got != tc.refused {
-				t.Errorf("refused(%v) = %v, want %v", tc.err, got, tc.refused)
+			if got := membership.Unchanged(tc.err); got != tc.unchanged {
+				t.Errorf("Unchanged = %v, want %v (%v)", got, tc.unchanged, tc.err)
 			}
 		})
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"github.com/understudy-kv/understudy/membership"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -47,8 +47,8 @@ type promotionGate struct {
 	// below: the quota guard's last check found this member's quota
 	// below every voter's; a learner is not promoted then.
 	below bool
-	// inDoubt: a promotion ended in an error that does not say it was
-	// refused; its proposal may still commit.
+	// inDoubt: a promotion ended in an error that does not say nothing
+	// changed (membership.Unchanged); its proposal may still commit.
 	inDoubt bool
 }
 
@@ -84,7 +84,7 @@ func (g *promotionGate) promote(f func() error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.busy = gateFree
-	if err != nil && !refused(err) {
+	if err != nil && !membership.Unchanged(err) {
 		g.inDoubt = true
 	}
 	return err
@@ -108,21 +108,6 @@ func (g *promotionGate) claim(use gateUse) error {
 	}
 	g.busy = use
 	return nil
-}
-
-// refused tells whether a MemberPromote error, however wrapped, says that
-// nothing changed: the client's form (rpctypes.EtcdError) or the server's
-// (a gRPC status).
-func refused(err error) bool {
-	for _, e := range []error{
-		rpctypes.ErrMemberLearnerNotReady, rpctypes.ErrMemberNotLearner, rpctypes.ErrMemberNotFound,
-		rpctypes.ErrGRPCLearnerNotReady, rpctypes.ErrGRPCMemberNotLearner, rpctypes.ErrGRPCMemberNotFound,
-	} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }
 
 // stop decides, with no promotion under way, whether the replica may stop:

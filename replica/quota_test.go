@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/understudy-kv/understudy/membership"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/server/v3/storage"
 )
@@ -79,7 +80,8 @@ func TestPromotionGate(t *testing.T) {
 	learner := func() (bool, error) { return true, nil }
 	t.Run("a refused promotion leaves no doubt", func(t *testing.T) {
 		var g promotionGate
-		if err := g.promote(func() error { return rpctypes.ErrMemberLearnerNotReady }); err == nil {
+		refusal := &membership.ChangeError{Change: membership.Change{Op: membership.OpPromote, ID: 2}, Verdict: membership.Refused, Attempts: 1, Err: rpctypes.ErrMemberLearnerNotReady}
+		if err := g.promote(func() error { return fmt.Errorf("at the leader m1: %w", refusal) }); err == nil {
 			t.Fatal("promote: want the refusal")
 		}
 		if ok, err := g.stop(learner); !ok || err != nil {

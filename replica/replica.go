@@ -147,7 +147,7 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) (err error) {
 	}
 	learners := newLearnerWatch(lg.Named("learners"), m.Server, httpClient(peerTLS), opts.Clock, opts.Registerer)
 	err = serve(ctx, lg, cfg, m, front, ls, quota, r, learners, compaction, opts.Ready)
-	return leaveOnExit(ctx, lg, cfg, cli, member, err)
+	return leaveOnExit(ctx, lg, opts.Clock, cfg, cli, member, err)
 }
 
 // logStopped says, in one line, that a replica stopped cleanly: ctx ended

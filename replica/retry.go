@@ -5,15 +5,19 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"github.com/understudy-kv/understudy/membership"
 )
 
-// attemptTimeout bounds one attempt of an idempotent cluster call of the
-// role loop (a fence check, a removal, a promotion through any voter)
-// near the voters; far away it grows (evidenceTimeout).
+// attemptTimeout bounds one attempt of a cluster call of the role loop
+// (a fence check, a membership change through any voter) near the
+// voters; far away it grows (evidenceTimeout).
 const attemptTimeout = time.Second
 
-// retryUnanswered runs the idempotent call with each attempt bounded by
-// per, again while it goes unanswered (unanswered), until ctx ends.
+// retryUnanswered runs the fence check call (a comparison: asking it again
+// changes nothing) with each attempt bounded by per, again while its
+// answer is worth asking again (membership.Retryable, the one reading of
+// etcd's answers), until ctx ends. Membership changes are the Changer's.
 //
 // A connection whose peer went silent (a cut client URL) stays READY in
 // the client's round robin until a keep-alive ping on an active call
@@ -25,10 +29,10 @@ const attemptTimeout = time.Second
 func retryUnanswered(ctx context.Context, clock clockwork.Clock, per time.Duration, call func(context.Context) error) error {
 	for {
 		start := clock.Now()
-		actx, cancel := context.WithTimeout(ctx, per)
+		actx, cancel := clockwork.WithTimeout(ctx, clock, per)
 		err := call(actx)
 		cancel()
-		if err == nil || !unanswered(err) || ctx.Err() != nil {
+		if err == nil || !membership.Retryable(err) || ctx.Err() != nil {
 			return err
 		}
 		if clock.Since(start) < per {

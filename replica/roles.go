@@ -321,14 +321,14 @@ func (r *roles) do(ctx context.Context, lg *zap.Logger, o promotion.Observation,
 			lg.Warn("removal not attempted: the failover lock or record changed", zap.Error(err))
 			return err
 		}
-		err := retryUnanswered(ctx, r.clock, r.attempt(), func(ctx context.Context) error {
-			_, err := r.cli.MemberRemove(ctx, a.Target)
-			return err
-		})
-		if errors.Is(err, rpctypes.ErrMemberNotFound) {
-			// An attempt that timed out was applied: the voter is gone.
-			lg.Info("the dead voter was already removed", zap.String("voter", fmt.Sprintf("%x", a.Target)))
-			err = nil
+		// Through any voter, each attempt bounded: a voter found gone
+		// (an attempt whose answer was lost, applied) is done.
+		ch, err := r.changer(lg, r.cli.Cluster, r.attempt())
+		if err == nil {
+			var res membership.Result
+			if res, err = ch.Remove(ctx, a.Target); err == nil && res.Already {
+				lg.Info("the dead voter was already removed", zap.String("voter", fmt.Sprintf("%x", a.Target)))
+			}
 		}
 		if err != nil {
 			r.m.removals.WithLabelValues("error").Inc()

@@ -10,13 +10,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/understudy-kv/understudy/config"
-	"github.com/understudy-kv/understudy/learner"
 	"github.com/understudy-kv/understudy/readpath"
 )
 
@@ -84,7 +84,7 @@ func serve(ctx context.Context, lg *zap.Logger, cfg config.Replica, m *embed.Etc
 // replica without its data dir can join again. A promoted member (a voter)
 // stays: its removal would change the quorum. It returns err, joined with what
 // went wrong on the way out.
-func leaveOnExit(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv3.Client, m *memberHandle, err error) error {
+func leaveOnExit(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, cfg config.Replica, cli *clientv3.Client, m *memberHandle, err error) error {
 	cleanStop := err == nil && ctx.Err() != nil
 	if !cfg.RemoveOnExit || !(cleanStop || errors.Is(err, errQuotaPassed)) {
 		return err
@@ -102,7 +102,7 @@ func leaveOnExit(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *c
 			zap.String("member-id", fmt.Sprintf("%x", id)), zap.String("why", why))
 		return err
 	}
-	if rerr := learner.Remove(rctx, cli.Cluster, id); rerr != nil {
+	if rerr := removeOwnLearner(rctx, lg, clock, cli, id); rerr != nil {
 		return errors.Join(err, fmt.Errorf("replica: --remove-on-exit: removing member %x: %w (remove it with `etcdctl member remove %x`)", id, rerr, id))
 	}
 	m.close()

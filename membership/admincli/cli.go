@@ -75,7 +75,7 @@ func Run(ctx context.Context, clock clockwork.Clock, a config.Admin, stdout, std
 	case "status":
 		status(ctx, cli, sts, a, clock, stdout, stderr)
 	case "promote":
-		s, err := membership.Promote(ctx, cli, hc, sts, a.Target, a.Force)
+		s, err := membership.Promote(ctx, clock, cli, hc, sts, a.Target, a.Force)
 		if err != nil {
 			return fail(1, "%w", err)
 		}
