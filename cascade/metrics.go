@@ -40,7 +40,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		authCopies: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "understudy", Subsystem: "cascade", Name: "auth_copies_total",
 			Help: "Copies made of the source cluster's auth (users, roles, permissions): one at every bootstrap, and one whenever its auth revision moved."}),
 		proofSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "understudy", Subsystem: "cascade", Name: "proof_seconds",
-			Help: "Where a strong read's proof spends its time: phase=upstream, the upstream's answer to a linearizable read (its own round, on a replica upstream); phase=apply, then until the store holds the revision it answered (the upstream's watch delivering it, and this replica applying it).",
+			Help:    "Where a strong read's proof spends its time: phase=upstream, the upstream's answer to a linearizable read (its own round, on a replica upstream); phase=apply, then until the store holds the revision it answered (the upstream's watch delivering it, and this replica applying it).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"phase"}),
 		applySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "understudy", Subsystem: "cascade", Name: "apply_seconds",
 			Help: "Time to apply (and check) one watch response of the upstream, one local transaction per source revision in it.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
