@@ -46,7 +46,9 @@ type Balancer struct {
 	// Owned by the loop (and by New before the loop starts).
 	conns         map[string]*grpc.ClientConn // one per member, for Status and probes
 	published     uint64                      // view version last handed to the clients
-	lastAnnounced []announced                 // the replicas last listed as announced
+	lastAnnounced []announced                 // the replicas announced, as announcements last said
+
+	ann *announcements // nil with IgnoreAnnounced
 }
 
 // New discovers the cluster from cfg.Endpoints and returns a Balancer whose
@@ -87,6 +89,14 @@ func New(cfg Config) (*Balancer, error) {
 		first = cfg.Client.DialTimeout
 	}
 	fctx, fcancel := context.WithTimeout(ctx, first)
+	if !cfg.IgnoreAnnounced {
+		b.ann = newAnnouncements(b)
+		go b.ann.run(ctx)
+		select {
+		case b.lastAnnounced = <-b.ann.changes:
+		case <-fctx.Done():
+		}
+	}
 	if err := b.refresh(fctx); err != nil {
 		b.lg.Warn("balancer: cannot discover the cluster yet; calls go to the seeds until it can", zap.Strings("endpoints", cfg.Endpoints), zap.Error(err))
 	}
@@ -111,6 +121,7 @@ func New(cfg Config) (*Balancer, error) {
 	)
 	if b.cli, err = clientv3.New(cliCfg); err != nil {
 		cancel()
+		b.waitAnnouncements()
 		b.closeConns()
 		b.ctl.Close()
 		unregister(b.id)
@@ -139,14 +150,24 @@ func (b *Balancer) Leader() string {
 func (b *Balancer) Close() error {
 	b.cancel()
 	<-b.done
+	b.waitAnnouncements()
 	err := errors.Join(b.cli.Close(), b.ctl.Close())
 	b.closeConns()
 	unregister(b.id)
 	return err
 }
 
+// waitAnnouncements waits, once the Balancer's context ended, for the
+// announcements to stop following.
+func (b *Balancer) waitAnnouncements() {
+	if b.ann != nil {
+		<-b.ann.done
+	}
+}
+
 // run is the Balancer's only loop: it refreshes the view every
-// RefreshInterval (or when a write saw its endpoint fail) and probes the
+// RefreshInterval (or when a write saw its endpoint fail, or the announced
+// replicas changed) and probes the
 // replicas every ProbeInterval.
 func (b *Balancer) run(ctx context.Context) {
 	defer close(b.done)
@@ -154,6 +175,10 @@ func (b *Balancer) run(ctx context.Context) {
 	defer refresh.Stop()
 	probe := b.clock.NewTicker(b.cfg.ProbeInterval)
 	defer probe.Stop()
+	var changes chan []announced // nil with IgnoreAnnounced: never ready
+	if b.ann != nil {
+		changes = b.ann.changes
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -161,6 +186,8 @@ func (b *Balancer) run(ctx context.Context) {
 		case <-refresh.Chan():
 			b.refreshFor(ctx)
 		case <-b.kick:
+			b.refreshFor(ctx)
+		case b.lastAnnounced = <-changes:
 			b.refreshFor(ctx)
 		case <-probe.Chan():
 			b.probe(ctx)
@@ -212,7 +239,7 @@ func (b *Balancer) refresh(ctx context.Context) error {
 		urls = append(urls, m.ClientURLs[0])
 	}
 	// Cascaded replicas, which are no members, announce themselves.
-	for _, a := range b.announcedReplicas(ctx) {
+	for _, a := range b.lastAnnounced {
 		if !slices.Contains(urls, a.url) {
 			ms = append(ms, member{name: a.name, learner: true})
 			urls = append(urls, a.url)
