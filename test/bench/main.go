@@ -53,6 +53,7 @@ func scenarios(quick bool, out, consistency string) []scenarioSpec {
 		{"fanout", []string{fanoutID}, fanoutScenario},
 		{"fanout-paired", []string{fanoutPairedID}, fanoutPairedScenario},
 		{"backup", []string{backupID}, backupScenario},
+		{grpcProxyID, []string{grpcProxyID}, grpcProxyScenario},
 	}
 }
 
@@ -75,6 +76,8 @@ type options struct {
 	consistency, replicaArgs string
 	// windows and scaleReads are 0 for the mode's.
 	windows, scaleReads int
+	// proxyWatchers is --proxy-watchers, "" for the mode's.
+	proxyWatchers string
 }
 
 func main() {
@@ -89,6 +92,7 @@ func main() {
 	flag.BoolVar(&o.render, "render", false, "run nothing: write the report again from the raw figures (--json) of an earlier run, after a change to how it is written")
 	flag.IntVar(&o.windows, "windows", 0, "windows per arm where arms alternate (headers, mirror-source, mirror-catchup; fanout-paired's rounds): more narrows the ratios' error; 0 keeps the mode's (full: 16, 8, 6)")
 	flag.IntVar(&o.scaleReads, "scale-read-rate", 0, "total strong reads/s of the scale scenario's read windows, spread over the replicas (and over the 2 stock followers in the partner windows): how the fleet's cost changes with the rate; 0 keeps the mode's (1000)")
+	flag.StringVar(&o.proxyWatchers, "proxy-watchers", "", "the grpc-proxy scenario's watcher counts, comma-separated multiples of 1000 (each front is measured with each count); empty keeps the mode's (full: 10000,100000)")
 	flag.Parse()
 
 	if o.windows < 0 {
@@ -97,6 +101,10 @@ func main() {
 	}
 	if o.scaleReads < 0 {
 		fmt.Fprintf(os.Stderr, "bench: --scale-read-rate %d: want 0 (the mode's) or more reads/s\n", o.scaleReads)
+		os.Exit(2)
+	}
+	if _, err := parseWatchers(o.proxyWatchers); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(2)
 	}
 	if err := run(o); err != nil {
@@ -143,6 +151,9 @@ func run(o options) error {
 	}
 	if o.scaleReads > 0 {
 		p.scaleReadRate = o.scaleReads
+	}
+	if ns, _ := parseWatchers(o.proxyWatchers); len(ns) > 0 {
+		p.proxyWatchers = ns
 	}
 	start := time.Now()
 	rep := report{Mode: mode, Params: p.describe(), Started: start.UTC().Format(time.RFC3339), Machine: machine()}

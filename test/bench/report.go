@@ -101,6 +101,7 @@ func comparisons(rows []Row) []comparison {
 	cs = append(cs, fanoutComparisons()...)
 	cs = append(cs, fanoutPairedComparisons()...)
 	cs = append(cs, backupComparisons()...)
+	cs = append(cs, grpcProxyComparisons()...)
 	for _, r := range rows {
 		if rest, ok := strings.CutPrefix(r.Name, "understudy mirror: "); ok {
 			goal := ""
@@ -154,6 +155,8 @@ func value(r Row, metric string) float64 {
 		return r.CPUPer10k("extra")
 	case "p99":
 		return r.P99.Seconds()
+	case "p50":
+		return r.P50.Seconds()
 	case metricLeaderPct:
 		if r.Seconds > 0 {
 			return 100 * r.CPU["leader"] / r.Seconds
@@ -273,6 +276,7 @@ func (rep report) markdown() string {
 		writeRounds(w, rows)
 		writeNotes(w, rows)
 	}
+	writeGRPCProxy(w, rep.Rows, byName)
 	return b.String()
 }
 

@@ -30,6 +30,9 @@ type Row struct {
 	// difference is not above their noise, as not resolved.
 	Windows       []float64 `json:"windows,omitempty"`
 	WindowsMetric string    `json:"windows_metric,omitempty"`
+	// Figures are what a row measured beyond Result and its windows, by
+	// name, for its scenario's own tables.
+	Figures map[string]float64 `json:"figures,omitempty"`
 	Result
 }
 
@@ -77,21 +80,30 @@ type params struct {
 	// pairedPutWindow, with the cascaded replicas running and stopped.
 	pairedRounds, pairedPutRate   int
 	pairedWindow, pairedPutWindow time.Duration
-	replicaArgs                   []string
+	// proxyWatchers are the numbers of watchers the grpc-proxy scenario
+	// opens on each front (multiples of 1,000), in proxyRounds rounds of
+	// windows of proxyWindow at proxyPutRate puts/s; its reads run at
+	// proxyReadRate reads/s in proxyReadRounds rounds of such windows.
+	proxyWatchers                                             []int
+	proxyRounds, proxyReadRounds, proxyPutRate, proxyReadRate int
+	proxyWindow                                               time.Duration
+	replicaArgs                                               []string
 }
 
 func quickParams() params {
 	return params{dur: 3 * time.Second, workers: 32, conns: 8, keys: 1000, watchers: []int{200}, watchRate: 10, catchupKeys: 2000, mirrorKeys: 5000, mirrorRate: 1000, sharedRate: 2000,
 		mirrorSourceRate: 100, mirrorSourceValue: 32768, mirrorSourceWindows: 2, mirrorSyncKeys: 2000, mirrorSyncValue: 4096, headersWindows: 4, headersWindow: 1500 * time.Millisecond,
 		scaleWriteRate: 300, scaleReadRate: 1000, scaleRounds: 2, scaleWindow: 3 * time.Second, fanoutBytes: 64 << 20,
-		pairedRounds: 2, pairedPutRate: 100, pairedWindow: 6 * time.Second, pairedPutWindow: 3 * time.Second}
+		pairedRounds: 2, pairedPutRate: 100, pairedWindow: 6 * time.Second, pairedPutWindow: 3 * time.Second,
+		proxyWatchers: []int{2000}, proxyRounds: 1, proxyReadRounds: 2, proxyPutRate: 100, proxyReadRate: 300, proxyWindow: 3 * time.Second}
 }
 
 func fullParams() params {
 	return params{dur: 10 * time.Second, workers: 64, conns: 16, keys: 1000, watchers: []int{1000, 10000}, watchRate: 10, catchupKeys: 20000, mirrorKeys: 100000, mirrorRate: 1000, sharedRate: 8000,
 		mirrorSourceRate: 200, mirrorSourceValue: 32768, mirrorSourceWindows: 8, mirrorSyncKeys: 10000, mirrorSyncValue: 4096, headersWindows: 16, headersWindow: 2500 * time.Millisecond,
 		scaleWriteRate: 300, scaleReadRate: 1000, scaleRounds: 3, scaleWindow: 5 * time.Second, fanoutBytes: 1 << 30,
-		pairedRounds: 6, pairedPutRate: 100, pairedWindow: 2 * time.Minute, pairedPutWindow: 20 * time.Second}
+		pairedRounds: 6, pairedPutRate: 100, pairedWindow: 2 * time.Minute, pairedPutWindow: 20 * time.Second,
+		proxyWatchers: []int{10000, 100000}, proxyRounds: 4, proxyReadRounds: 5, proxyPutRate: 100, proxyReadRate: 300, proxyWindow: 10 * time.Second}
 }
 
 var value256 = strings.Repeat("v", 256)
