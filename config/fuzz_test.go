@@ -17,25 +17,7 @@ func FuzzLoadReplica(f *testing.F) {
 	f.Add("--max-concurrent-streams 99999999999 --ready-max-staleness 1ms", "1h", "{{{")
 	f.Add("--user root:pw --password x", "0s", "password: 3\n")
 	f.Fuzz(func(t *testing.T, args, env, file string) {
-		// An environment value cannot hold NUL; every other byte goes.
-		t.Setenv("UNDERSTUDY_FRESHNESS_INTERVAL", strings.ReplaceAll(env, "\x00", ""))
-		path := filepath.Join(t.TempDir(), "replica.yaml")
-		if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cfg := DefaultReplica()
-		argv := append(strings.Fields(args), "--config-file", path)
-		if err := LoadReplica(&cfg, NewReplicaFlags(&cfg), argv); err != nil {
-			if err.Error() == "" {
-				t.Fatal("an error without a message")
-			}
-			return
-		}
-		if err := cfg.Validate(); err == nil {
-			if err := cfg.Validate(); err != nil {
-				t.Fatalf("Validate changed its mind: %v", err)
-			}
-		}
+		fuzzLoad(t, "UNDERSTUDY_FRESHNESS_INTERVAL", env, "replica.yaml", file, args, DefaultReplica, func(cfg *Replica, argv []string) error { return LoadReplica(cfg, NewReplicaFlags(cfg), argv) })
 	})
 }
 
@@ -63,24 +45,7 @@ func FuzzLoadMirror(f *testing.F) {
 	f.Add("--source-endpoints a --dest-endpoints a --overwrite --prune", "-1s", "max-txn-ops: 0\n")
 	f.Add("--dest-prefix /x --no-dest-prefix --rev -5 --page-size 0", "x", "stall-timeout: 1ns\n")
 	f.Fuzz(func(t *testing.T, args, env, file string) {
-		t.Setenv("UNDERSTUDY_COMMAND_TIMEOUT", strings.ReplaceAll(env, "\x00", ""))
-		path := filepath.Join(t.TempDir(), "mirror.yaml")
-		if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cfg := DefaultMirror()
-		argv := append(strings.Fields(args), "--config-file", path)
-		if err := LoadMirror(&cfg, NewMirrorFlags(&cfg), argv); err != nil {
-			if err.Error() == "" {
-				t.Fatal("an error without a message")
-			}
-			return
-		}
-		if err := cfg.Validate(); err == nil {
-			if err := cfg.Validate(); err != nil {
-				t.Fatalf("Validate changed its mind: %v", err)
-			}
-		}
+		fuzzLoad(t, "UNDERSTUDY_COMMAND_TIMEOUT", env, "mirror.yaml", file, args, DefaultMirror, func(cfg *Mirror, argv []string) error { return LoadMirror(cfg, NewMirrorFlags(cfg), argv) })
 	})
 }
 
@@ -91,23 +56,37 @@ func FuzzLoadCompare(f *testing.F) {
 	f.Add("--primary http://a:1 --replica b --mirror-dest , --password p", "pw", "keys: -1\n")
 	f.Add("--local --primary http://a:1 --doc d.md --out ''", "", "fault: [a, b]\n")
 	f.Fuzz(func(t *testing.T, args, env, file string) {
-		t.Setenv("UNDERSTUDY_PASSWORD", strings.ReplaceAll(env, "\x00", ""))
-		path := filepath.Join(t.TempDir(), "compare.yaml")
-		if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cfg := DefaultCompare()
-		argv := append(strings.Fields(args), "--config-file", path)
-		if err := LoadCompare(&cfg, NewCompareFlags(&cfg), argv); err != nil {
-			if err.Error() == "" {
-				t.Fatal("an error without a message")
-			}
-			return
-		}
-		if err := cfg.Validate(); err == nil {
-			if err := cfg.Validate(); err != nil {
-				t.Fatalf("Validate changed its mind: %v", err)
-			}
-		}
+		fuzzLoad(t, "UNDERSTUDY_PASSWORD", env, "compare.yaml", file, args, DefaultCompare, func(cfg *Compare, argv []string) error { return LoadCompare(cfg, NewCompareFlags(cfg), argv) })
 	})
+}
+
+// validator is a config that Validate checks.
+type validator interface{ Validate() error }
+
+// fuzzLoad is the body of the Load fuzzers: env as envVar's value, file as
+// the config file (named name), args as the flags; the config from
+// newConfig either loads or fails with an error, and one Validate accepts
+// it accepts again.
+func fuzzLoad[C any, P interface {
+	*C
+	validator
+}](t *testing.T, envVar, env, name, file, args string, newConfig func() C, load func(cfg P, argv []string) error) {
+	// An environment value cannot hold NUL; every other byte goes.
+	t.Setenv(envVar, strings.ReplaceAll(env, "\x00", ""))
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := newConfig()
+	if err := load(P(&cfg), append(strings.Fields(args), "--config-file", path)); err != nil {
+		if err.Error() == "" {
+			t.Fatal("an error without a message")
+		}
+		return
+	}
+	if err := P(&cfg).Validate(); err == nil {
+		if err := P(&cfg).Validate(); err != nil {
+			t.Fatalf("Validate changed its mind: %v", err)
+		}
+	}
 }

@@ -19,15 +19,10 @@ func (c *Cluster) addMembers(e *Env, cfg ClusterConfig, url func(port int) strin
 			m.Host = cfg.Hosts[i]
 			m.ClientURL, m.PeerURL = m.Host.ClientURL(), m.Host.PeerURL()
 		} else {
-			client, err := FreePort()
-			if err != nil {
+			var err error
+			if m.ClientURL, m.PeerURL, err = freeURLs(url); err != nil {
 				return nil, err
 			}
-			peer, err := FreePort()
-			if err != nil {
-				return nil, err
-			}
-			m.ClientURL, m.PeerURL = url(client), url(peer)
 		}
 		dir, err := e.TempDir()
 		if err != nil {

@@ -34,6 +34,21 @@ func FreePort() (int, error) {
 	return 0, errors.New("loopback: free port: every probed port was already handed out")
 }
 
+// freeURLs returns a client and a peer URL (url makes them: URL or
+// httpsURL) on two ports FreePort handed out, for a process that listens on
+// both.
+func freeURLs(url func(port int) string) (client, peer string, err error) {
+	c, err := FreePort()
+	if err != nil {
+		return "", "", err
+	}
+	pp, err := FreePort()
+	if err != nil {
+		return "", "", err
+	}
+	return url(c), url(pp), nil
+}
+
 // FreePortRun returns base such that the n ports base .. base+n-1 were all
 // free a moment ago and none was handed out before, for programs that take a
 // base port and count up from it. The run is taken below the kernel's

@@ -96,15 +96,9 @@ func StartReplica(e *Env, c *Cluster, cfg ReplicaConfig) (*Replica, error) {
 	if cfg.Host != nil {
 		r.ClientURL, r.PeerURL, through = cfg.Host.ClientURL(), cfg.Host.PeerURL(), cfg.Host.Exec
 	} else {
-		client, err := FreePort()
-		if err != nil {
+		if r.ClientURL, r.PeerURL, err = freeURLs(url); err != nil {
 			return nil, err
 		}
-		peer, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		r.ClientURL, r.PeerURL = url(client), url(peer)
 	}
 	adv := r.PeerURL
 	if cfg.AdvertisePeerURL != "" {

@@ -62,43 +62,25 @@ func writeGRPCProxy(w func(string, ...any), all []Row, byName map[string]Row) {
 	w("\n## grpc-proxy beside the read tier (`--only grpc-proxy`: 3 primaries; in front of them etcd's `grpc-proxy start` (the stock v3.7.3 binary, the 3 voters as its endpoints), a learner replica and a cascaded replica fed by it, in one run; watchers and reads through each front in turn, in rounds whose order rotates, beside windows with neither; puts at a fixed rate through the leader throughout; CPU from each process's threads' schedstat; details in docs/cascaded.md, \"Cascaded replica or grpc-proxy?\")\n\n")
 	w("Watch delivery and the leader. Delivery from the put's acknowledgement to the event (mean of the windows' percentiles); the leader's CPU and peer bytes per put against the windows with no watchers (95 %% intervals over the rounds); the watchers grpc-proxy's watches made on the leader and on all voters:\n\n")
 	w("| watchers | over | front | events | missing | p50 | p99 | leader CPU-s/10k puts | vs no watchers | leader peer B/put | vs no watchers | watchers held by the leader / all voters |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, n := range proxyWatcherCounts() {
+	eachWatchRow(byName, func(n int, s watchShape, f, name string, r Row) {
 		none := noWatchersName(n)
-		for _, s := range proxyShapes {
-			for _, f := range proxyFronts {
-				name := watchName(n, s, f)
-				r, ok := byName[name]
-				if !ok {
-					continue
-				}
-				w("| %s | %s | %s | %d | %d | %v | %v | %.3f | %s | %.0f | %s | %.0f / %.0f |\n", thousands(n), s.name, f, r.Ops, r.Errors,
-					r.P50.Round(100*time.Microsecond), r.P99.Round(100*time.Microsecond),
-					byName[name+sfxLeaderCPU].CPUPer10k("leader"), ratioCell(byName, name+sfxLeaderCPU, none+sfxLeaderCPU, "leader CPU/10k"),
-					value(byName[name+sfxPeer], metricPeerPerPut), ratioCell(byName, name+sfxPeer, none+sfxPeer, metricPeerPerPut),
-					r.Figures[figAtLeader], r.Figures[figAtVoters])
-			}
-		}
-	}
+		w("| %s | %s | %s | %d | %d | %v | %v | %.3f | %s | %.0f | %s | %.0f / %.0f |\n", thousands(n), s.name, f, r.Ops, r.Errors,
+			r.P50.Round(100*time.Microsecond), r.P99.Round(100*time.Microsecond),
+			byName[name+sfxLeaderCPU].CPUPer10k("leader"), ratioCell(byName, name+sfxLeaderCPU, none+sfxLeaderCPU, "leader CPU/10k"),
+			value(byName[name+sfxPeer], metricPeerPerPut), ratioCell(byName, name+sfxPeer, none+sfxPeer, metricPeerPerPut),
+			r.Figures[figAtLeader], r.Figures[figAtVoters])
+	})
 	w("\nWhat each front spends on its watchers: its CPU (%% of a core) with them and in the windows without (its share of the puts), the difference per 10,000 watchers (95 %% intervals), the learner replica's CPU where it feeds a cascaded replica, the front's RSS (highest) and its growth over its RSS before any watcher per 10,000 watchers; the time the watchers took to open; and whether the load generator or the host was the bottleneck (this process's CPU, the host's CPUs busy):\n\n")
 	w("| watchers | over | front | front CPU %% | without watchers | per 10,000 watchers | feeder CPU %% | RSS MiB | per 10,000 watchers | opened in | this process CPU %% | host busy %% |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, n := range proxyWatcherCounts() {
-		for _, s := range proxyShapes {
-			for _, f := range proxyFronts {
-				name := watchName(n, s, f)
-				r, ok := byName[name]
-				if !ok {
-					continue
-				}
-				feeder := "—"
-				if f == frontCascaded {
-					feeder = fmt.Sprintf("%.1f", r.Figures[figFeeder])
-				}
-				w("| %s | %s | %s | %.1f | %.1f | %s | %s | %.0f | %s | %.1f s | %.1f | %.0f |\n", thousands(n), s.name, f,
-					r.Figures[figFront], r.Figures[figFrontIdle], meanCell(byName[name+sfxFrontCPU].Windows, 2), feeder,
-					r.Figures[figRSS], meanCell(byName[name+sfxFrontRSS].Windows, 1), r.Figures[figOpened], r.Figures[figSelf], r.Figures[figBusy])
-			}
+	eachWatchRow(byName, func(n int, s watchShape, f, name string, r Row) {
+		feeder := "—"
+		if f == frontCascaded {
+			feeder = fmt.Sprintf("%.1f", r.Figures[figFeeder])
 		}
-	}
+		w("| %s | %s | %s | %.1f | %.1f | %s | %s | %.0f | %s | %.1f s | %.1f | %.0f |\n", thousands(n), s.name, f,
+			r.Figures[figFront], r.Figures[figFrontIdle], meanCell(byName[name+sfxFrontCPU].Windows, 2), feeder,
+			r.Figures[figRSS], meanCell(byName[name+sfxFrontRSS].Windows, 1), r.Figures[figOpened], r.Figures[figSelf], r.Figures[figBusy])
+	})
 	w("\nReads at a fixed rate through each front, puts through the leader beside them. Each answer's header revision is judged against the last put acknowledged when the read was sent: below it, the answer misses a write its client could know of; its staleness is how long before the read the first write it misses was acknowledged. The leader's CPU per read is its CPU less that of the window of puts alone in the same round, over as long (95 %% intervals over the rounds):\n\n")
 	w("| mode | front | reads/s | errors | p50 | p99 | leader CPU-s/10k reads | answers behind the last acknowledged put | most revisions behind | staleness p99 | staleness max | front CPU %% | host busy %% |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, m := range proxyReadModes {
@@ -158,4 +140,19 @@ func meanCell(xs []float64, prec int) string {
 		return fmt.Sprintf("%.*f", prec, m)
 	}
 	return fmt.Sprintf("%.*f ± %.*f", prec, m, prec, t975(len(xs)-1)*se)
+}
+
+// eachWatchRow calls row for every watchers row in byName, in the tables'
+// order: by number of watchers, then shape, then front.
+func eachWatchRow(byName map[string]Row, row func(n int, s watchShape, f, name string, r Row)) {
+	for _, n := range proxyWatcherCounts() {
+		for _, s := range proxyShapes {
+			for _, f := range proxyFronts {
+				name := watchName(n, s, f)
+				if r, ok := byName[name]; ok {
+					row(n, s, f, name, r)
+				}
+			}
+		}
+	}
 }
