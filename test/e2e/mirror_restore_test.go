@@ -147,6 +147,9 @@ func TestMirrorResumesFromADestinationRestoredBehindItsWrites(t *testing.T) {
 		t.Fatalf("copying the data dir: %v\n%s", err, out)
 	}
 	m.Proc.Restart(t)
+	// The mirror refuses at once a destination that is not listening: start
+	// it once the destination serves again.
+	p.dst.WaitLeader(t, 30*time.Second)
 	proc.Restart(t) // another process: the backup's checkpoint is not its own
 	put("w/b", "1")
 	put("w/a", "2")
