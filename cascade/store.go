@@ -93,7 +93,7 @@ type Store struct {
 // (wire.UpstreamChainKey): its first advertised client URL, which is
 // unique per replica and the same after a restart, so that a replica
 // restarted with an upstream that copies from it finds itself in that
-// upstream's chain. Without one (never, once config.Replica validated),
+// upstream's chain. Without one (never, once config.Front validated),
 // a random name.
 func NewInstance(advertiseClientURLs []string) string {
 	if len(advertiseClientURLs) > 0 && advertiseClientURLs[0] != "" {

@@ -31,7 +31,7 @@ func TestReplicaPrecedenceFlagOverEnvOverFile(t *testing.T) {
 	if cfg.ReadIndex.Interval != 11*time.Millisecond {
 		t.Errorf("freshness-interval = %v, want the flag's 11ms over env and file", cfg.ReadIndex.Interval)
 	}
-	if got := strings.Join(cfg.Join, ","); got != "http://a:1,http://b:2" {
+	if got := strings.Join(cfg.Learner.Join, ","); got != "http://a:1,http://b:2" {
 		t.Errorf("join = %q, want the file's list", got)
 	}
 	if cfg.DataDir != "from-file.replica" {
@@ -167,10 +167,10 @@ func TestEnvProblemNamesTheVariable(t *testing.T) {
 
 func TestReplicaValidate(t *testing.T) {
 	cfg := DefaultReplica()
-	cfg.Join = []string{"127.0.0.1:2379"}
+	cfg.Learner.Join = []string{"127.0.0.1:2379"}
 	cfg.ListenClientURLs = nil
 	cfg.MaxStaleness = -time.Second
-	cfg.ElectionMs = 100
+	cfg.Learner.ElectionMs = 100
 	cfg.ListenMetricsURLs = []string{"https://127.0.0.1:2381"}
 	err := cfg.Validate()
 	if err == nil {

@@ -298,11 +298,11 @@ func replicaConfig(cfg Config, voters []string) config.Replica {
 	rc := config.DefaultReplica()
 	rc.Name = "replica1"
 	rc.DataDir = filepath.Join(cfg.Dir, rc.Name+".replica")
-	rc.Join = voters
+	rc.Learner.Join = voters
 	client := fmt.Sprintf("http://%s:%d", cfg.Host, cfg.BasePort+100)
 	peer := fmt.Sprintf("http://%s:%d", cfg.Host, cfg.BasePort+101)
 	rc.ListenClientURLs, rc.AdvertiseClientURLs = []string{client}, []string{client}
-	rc.ListenPeerURLs, rc.AdvertisePeerURLs = []string{peer}, []string{peer}
+	rc.Learner.ListenPeerURLs, rc.Learner.AdvertisePeerURLs = []string{peer}, []string{peer}
 	return rc
 }
 

@@ -7,7 +7,7 @@ import (
 )
 
 // Settings are the operator's settings of the ReadIndex machinery: the one
-// definition that the replica's flags fill (config.Replica.ReadIndex), the
+// definition that the replica's flags fill (config.Front.ReadIndex), the
 // front carries (readpath.Config) and the Tracker runs by (Config). Each
 // field names its flag; Validate checks them together, once.
 type Settings struct {

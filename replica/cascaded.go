@@ -18,6 +18,7 @@ import (
 	"github.com/understudy-kv/understudy/backoff"
 	"github.com/understudy-kv/understudy/cascade"
 	"github.com/understudy-kv/understudy/cascade/source"
+	"github.com/understudy-kv/understudy/certexpiry"
 	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/readpath"
 	"github.com/understudy-kv/understudy/wire"
@@ -31,7 +32,19 @@ import (
 // refuses every call, saying why, while the next store bootstraps, and
 // then gives way to a front of the new store. The first bootstrap must
 // succeed within --join-timeout; later ones are retried until they do.
-func runCascaded(ctx context.Context, cfg config.Replica, opts Options) error {
+// It is given the front's settings (cfg) and the cascaded replica's own
+// (c): a cascaded replica has no member's.
+func runCascaded(ctx context.Context, cfg config.Front, c config.Cascaded, opts Options) (err error) {
+	opts, flush, err := opts.withDefaults(cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	defer flush()
+	// Last, once everything Run started has stopped.
+	defer func() { logStopped(ctx, opts.Logger, "cascaded replica stopped", cfg, err) }()
+	// What the replica presents, read at each scrape: a file rotated in
+	// place is what the next handshake presents.
+	opts.Registerer.MustRegister(certexpiry.New(certexpiry.File{Use: "client", Path: cfg.ClientTLS.CertFile}))
 	lg := opts.Logger
 	reg := reregisterer{opts.Registerer}
 	metrics := cascade.NewMetrics(opts.Registerer)
@@ -45,7 +58,7 @@ func runCascaded(ctx context.Context, cfg config.Replica, opts Options) error {
 	// Every --upstream asked first, within the dial timeout: a cause
 	// (refused, TLS, a certificate, another cluster, a user) is one line
 	// naming the URL, before anything is dialled for good.
-	f, err := clientFlags(cfg, "--upstream", cfg.Upstream)
+	f, err := clientFlags(cfg, "--upstream", c.Upstream)
 	if err != nil {
 		return err
 	}
@@ -62,7 +75,7 @@ func runCascaded(ctx context.Context, cfg config.Replica, opts Options) error {
 	}()
 	retry := backoff.Exponential{Initial: time.Second, Max: 30 * time.Second}
 	for first := true; ; first = false {
-		st, err := openStore(ctx, cfg, opts, metrics, instance, first)
+		st, err := openStore(ctx, cfg, c, opts, metrics, instance, first)
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -86,7 +99,7 @@ func runCascaded(ctx context.Context, cfg config.Replica, opts Options) error {
 			st.Close()
 			return err
 		}
-		lg.Info("replica serving", zap.String("name", cfg.Name), zap.String("cascaded-from", fmt.Sprint(cfg.Upstream)),
+		lg.Info("replica serving", zap.String("name", cfg.Name), zap.String("cascaded-from", fmt.Sprint(c.Upstream)),
 			zap.Int64("revision", st.Revision()), zap.Strings("client-urls", cfg.AdvertiseClientURLs))
 		markReady()
 		err = st.Run(cf.gctx)
@@ -125,13 +138,13 @@ func runCascaded(ctx context.Context, cfg config.Replica, opts Options) error {
 const servedLong = time.Minute
 
 // openStore opens a store: the first within --join-timeout.
-func openStore(ctx context.Context, cfg config.Replica, opts Options, metrics *cascade.Metrics, instance string, first bool) (*cascade.Store, error) {
+func openStore(ctx context.Context, cfg config.Front, c config.Cascaded, opts Options, metrics *cascade.Metrics, instance string, first bool) (*cascade.Store, error) {
 	if first {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cfg.JoinTimeout)
 		defer cancel()
 	}
-	st, err := cascade.Open(ctx, cascadeConfig(cfg, opts, metrics), instance)
+	st, err := cascade.Open(ctx, cascadeConfig(cfg, c, opts, metrics), instance)
 	if err != nil {
 		return nil, fmt.Errorf("replica: cascaded replica: %w", err)
 	}
@@ -149,7 +162,7 @@ type cascadedFront struct {
 }
 
 // startFront opens the listeners and serves st on them.
-func startFront(ctx context.Context, cfg config.Replica, opts Options, reg prometheus.Registerer, st *cascade.Store) (*cascadedFront, error) {
+func startFront(ctx context.Context, cfg config.Front, opts Options, reg prometheus.Registerer, st *cascade.Store) (*cascadedFront, error) {
 	ls, err := openListeners(cfg)
 	if err != nil {
 		return nil, err
@@ -183,44 +196,45 @@ func (cf *cascadedFront) stop() error {
 	return cf.g.Wait()
 }
 
-// cascadeConfig is the store's configuration, from the replica's.
-func cascadeConfig(cfg config.Replica, opts Options, metrics *cascade.Metrics) cascade.Config {
+// cascadeConfig is the store's configuration, from the replica's: its
+// front's (cfg) and its own (c).
+func cascadeConfig(cfg config.Front, c config.Cascaded, opts Options, metrics *cascade.Metrics) cascade.Config {
 	cc := cascade.DefaultConfig()
-	cc.Upstreams = cfg.Upstream
+	cc.Upstreams = c.Upstream
 	cc.Self = append(append([]string{}, cfg.ListenClientURLs...), cfg.AdvertiseClientURLs...)
 	cc.Dir, cc.Name = cfg.DataDir, cfg.Name
 	cc.LogOutputs = opts.MemberLogOutputs
 	cc.WatchProgressNotifyInterval = cfg.WatchProgressNotifyInterval
-	if cfg.Announce {
+	if c.Announce {
 		target := wire.ReplicasTarget
-		if cfg.ResolverPrefix != "" {
-			target = strings.TrimSuffix(cfg.ResolverPrefix, "/")
+		if c.ResolverPrefix != "" {
+			target = strings.TrimSuffix(c.ResolverPrefix, "/")
 		}
 		cc.Announce = &cascade.Announcement{Target: target, Name: cfg.Name, URL: cfg.AdvertiseClientURLs[0], Zone: cfg.Zone,
-			TTL: time.Duration(cfg.ResolverTTL) * time.Second}
+			TTL: time.Duration(c.ResolverTTL) * time.Second}
 	}
 	cc.Logger, cc.Metrics, cc.Clock = opts.Logger.Named("cascade"), metrics, opts.Clock
 	if opts.CascadeApplyValue != nil {
 		cc.ApplyValue = opts.CascadeApplyValue
 	}
 	cc.Dial = func(endpoints []string) (*clientv3.Client, error) {
-		c, err := replicaClientConfig(cfg, "--upstream", endpoints, opts.Logger.Named("upstream-client"))
+		uc, err := replicaClientConfig(cfg, "--upstream", endpoints, opts.Logger.Named("upstream-client"))
 		if err != nil {
 			return nil, err
 		}
-		return clientv3.New(upstreamClientConfig(c))
+		return clientv3.New(upstreamClientConfig(uc))
 	}
 	// The forwarding client: the caller's own token goes on to the
 	// upstream (the store's interceptors), never the replica's user, so
 	// the source checks what it allows the caller.
 	cc.ClientCert = cfg.ClientTLS.CertFile != ""
 	cc.DialForward = func(endpoints []string, dial []grpc.DialOption) (*clientv3.Client, error) {
-		c, err := replicaClientConfig(cfg, "--upstream", endpoints, opts.Logger.Named("forward-client"))
+		fc, err := replicaClientConfig(cfg, "--upstream", endpoints, opts.Logger.Named("forward-client"))
 		if err != nil {
 			return nil, err
 		}
-		c.Username, c.Password, c.DialOptions = "", "", dial
-		return clientv3.New(upstreamClientConfig(c))
+		fc.Username, fc.Password, fc.DialOptions = "", "", dial
+		return clientv3.New(upstreamClientConfig(fc))
 	}
 	return cc
 }

@@ -20,7 +20,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/understudy-kv/understudy/autocompact"
-	"github.com/understudy-kv/understudy/config"
 )
 
 const (
@@ -64,7 +63,7 @@ type compaction struct {
 	published autocompact.Choice
 }
 
-func newCompaction(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, clock clockwork.Clock, reg prometheus.Registerer) (*compaction, error) {
+func newCompaction(lg *zap.Logger, cfg learnerConfig, srv *etcdserver.EtcdServer, clock clockwork.Clock, reg prometheus.Registerer) (*compaction, error) {
 	flags, err := autocompact.FromFlags(cfg.AutoCompactionMode, cfg.AutoCompactionRetention)
 	if err != nil {
 		return nil, fmt.Errorf("replica: %w", err)

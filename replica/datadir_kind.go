@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/learner"
 )
 
@@ -36,25 +35,28 @@ var storeEntries = []string{"store", "bootstrap.snapshot"}
 // cascaded replica's data dir (or the reverse) would put a second, unrelated
 // store beside the first, and which of the two a restart serves would
 // depend on the flags it is given.
-func checkDataDirKind(cfg config.Replica) error {
-	if cfg.Cascaded() {
-		found, err := existing(cfg.DataDir, memberDir)
+//
+// cascaded says the replica to start is a cascaded one, join that it was
+// given --join.
+func checkDataDirKind(dataDir string, cascaded, join bool) error {
+	if cascaded {
+		found, err := existing(dataDir, memberDir)
 		if err != nil || found == "" {
 			return err
 		}
 		return fmt.Errorf("%w: --data-dir %s holds an etcd member (%s), a learner replica's or a voter's, and --upstream makes a cascaded replica, which keeps a store of its own; give the cascaded replica another --data-dir, or start that member as it was (--join); nothing was changed",
-			ErrDataDirKind, cfg.DataDir, found)
+			ErrDataDirKind, dataDir, found)
 	}
-	found, err := existing(cfg.DataDir, storeEntries...)
+	found, err := existing(dataDir, storeEntries...)
 	if err != nil || found == "" {
 		return err
 	}
 	what := "--join makes a learner replica"
-	if len(cfg.Join) == 0 {
+	if !join {
 		what = "with no --upstream the replica is a learner replica"
 	}
 	return fmt.Errorf("%w: --data-dir %s holds a cascaded replica's store (%s), and %s, a member of the cluster; restart the cascaded replica with --upstream, give this one another --data-dir, or, if that cascaded replica is gone for good, remove %s (it is a copy, built again from an upstream); nothing was changed",
-		ErrDataDirKind, cfg.DataDir, found, what, strings.Join(storePaths(cfg.DataDir), " and "))
+		ErrDataDirKind, dataDir, found, what, strings.Join(storePaths(dataDir), " and "))
 }
 
 // existing returns the first of names that exists in dir, as a path; ""
@@ -85,22 +87,22 @@ func storePaths(dir string) []string {
 // holds this replica's member, asks the members that member last knew (the
 // member list in its backend). A data dir that holds none refuses at once,
 // before anything is dialled or added.
-func joinFromDataDir(cfg config.Replica) ([]string, error) {
-	stored, held, err := learner.ReadDataDir(cfg.DataDir)
+func joinFromDataDir(dataDir string) ([]string, error) {
+	stored, held, err := learner.ReadDataDir(dataDir)
 	if err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
 	if !held {
 		return nil, fmt.Errorf("%w: give --join, the client URLs of the cluster's voters (such as --join https://10.0.0.1:2379,https://10.0.0.2:2379), or --upstream for a cascaded replica; only a restart, on a --data-dir that holds this replica's member, may leave both out, and %s holds none; nothing was added",
-			ErrNoCluster, cfg.DataDir)
+			ErrNoCluster, dataDir)
 	}
-	urls, err := learner.StoredClientURLs(cfg.DataDir, stored.ID)
+	urls, err := learner.StoredClientURLs(dataDir, stored.ID)
 	if err != nil {
 		return nil, fmt.Errorf("%w: no --join, and the member list of member %x in the data dir cannot be read: %w; give --join", ErrNoCluster, stored.ID, err)
 	}
 	if len(urls) == 0 {
 		return nil, fmt.Errorf("%w: no --join, and member %x in --data-dir %s knows no other member's client URLs; give --join, the client URLs of the cluster's voters",
-			ErrNoCluster, stored.ID, cfg.DataDir)
+			ErrNoCluster, stored.ID, dataDir)
 	}
 	return urls, nil
 }

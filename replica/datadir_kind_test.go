@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/understudy-kv/understudy/config"
 )
 
 // listDir is every path under dir, for "nothing was changed".
@@ -45,28 +43,26 @@ func TestDataDirKindIsChecked(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cascadedDir, "bootstrap.snapshot"), []byte("snap"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	learnerCfg := func(dir string) config.Replica {
-		c := config.DefaultReplica()
-		c.DataDir, c.Join = dir, []string{"http://127.0.0.1:1"}
-		return c
+	// kind is a replica to start on dir: a cascaded one, or a learner
+	// replica given --join or not.
+	type kind struct {
+		dataDir        string
+		cascaded, join bool
 	}
-	cascadedCfg := func(dir string) config.Replica {
-		c := config.DefaultReplica()
-		c.DataDir, c.Upstream = dir, []string{"http://127.0.0.1:1"}
-		return c
-	}
+	learnerCfg := func(dir string) kind { return kind{dataDir: dir, join: true} }
+	cascadedCfg := func(dir string) kind { return kind{dataDir: dir, cascaded: true} }
 	for _, tc := range []struct {
 		name string
-		cfg  config.Replica
+		cfg  kind
 		want []string
 	}{
 		{"learner on a cascaded replica's", learnerCfg(cascadedDir), []string{"cascaded replica's store", filepath.Join(cascadedDir, "store"), "--upstream", "another --data-dir", "remove"}},
-		{"no flag on a cascaded replica's", func() config.Replica { c := learnerCfg(cascadedDir); c.Join = nil; return c }(), []string{"cascaded replica's store", "with no --upstream"}},
+		{"no flag on a cascaded replica's", kind{dataDir: cascadedDir}, []string{"cascaded replica's store", "with no --upstream"}},
 		{"cascaded on a learner replica's", cascadedCfg(learnerDir), []string{"holds an etcd member", filepath.Join(learnerDir, "member"), "another --data-dir", "--join"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := listDir(t, tc.cfg.DataDir)
-			err := checkDataDirKind(tc.cfg)
+			before := listDir(t, tc.cfg.dataDir)
+			err := checkDataDirKind(tc.cfg.dataDir, tc.cfg.cascaded, tc.cfg.join)
 			if !errors.Is(err, ErrDataDirKind) {
 				t.Fatalf("checkDataDirKind = %v, want ErrDataDirKind", err)
 			}
@@ -78,15 +74,15 @@ func TestDataDirKindIsChecked(t *testing.T) {
 			if strings.Count(err.Error(), "\n") > 0 {
 				t.Errorf("%q is more than one line", err)
 			}
-			if after := listDir(t, tc.cfg.DataDir); !slices.Equal(before, after) {
+			if after := listDir(t, tc.cfg.dataDir); !slices.Equal(before, after) {
 				t.Errorf("the data dir changed: %v, was %v", after, before)
 			}
 		})
 	}
 	// Each kind takes its own, and an empty one.
-	for _, c := range []config.Replica{learnerCfg(learnerDir), cascadedCfg(cascadedDir), learnerCfg(t.TempDir()), cascadedCfg(t.TempDir())} {
-		if err := checkDataDirKind(c); err != nil {
-			t.Errorf("%s (cascaded %v): %v", c.DataDir, c.Cascaded(), err)
+	for _, c := range []kind{learnerCfg(learnerDir), cascadedCfg(cascadedDir), learnerCfg(t.TempDir()), cascadedCfg(t.TempDir())} {
+		if err := checkDataDirKind(c.dataDir, c.cascaded, c.join); err != nil {
+			t.Errorf("%s (cascaded %v): %v", c.dataDir, c.cascaded, err)
 		}
 	}
 }
@@ -95,9 +91,7 @@ func TestDataDirKindIsChecked(t *testing.T) {
 // refused at once, naming the flags; nothing is created.
 func TestNoClusterIsRefused(t *testing.T) {
 	for _, dir := range []string{t.TempDir(), filepath.Join(t.TempDir(), "absent")} {
-		c := config.DefaultReplica()
-		c.DataDir = dir
-		_, err := joinFromDataDir(c)
+		_, err := joinFromDataDir(dir)
 		if !errors.Is(err, ErrNoCluster) {
 			t.Fatalf("%s: %v, want ErrNoCluster", dir, err)
 		}

@@ -26,7 +26,7 @@ type listenerSet struct {
 	served          bool
 }
 
-func openListeners(cfg config.Replica) (*listenerSet, error) {
+func openListeners(cfg config.Front) (*listenerSet, error) {
 	frontTLS, err := serverTLS(cfg.ClientTLS, cfg.TLSVersions, cfg.ListenClientURLs)
 	if err != nil {
 		return nil, err
@@ -51,17 +51,17 @@ func (ls *listenerSet) closeUnserved() {
 }
 
 // newFront builds the replica's etcd-compatible front on its member.
-func newFront(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cli *clientv3.Client, frontTLS *tls.Config, roleState *roleStatus, compaction *compaction, opts Options) (*readpath.Front, error) {
-	rc := frontConfig(lg, cfg, readpath.NewMember(srv, nil), frontTLS, opts)
+func newFront(lg *zap.Logger, cfg learnerConfig, srv *etcdserver.EtcdServer, cli *clientv3.Client, frontTLS *tls.Config, roleState *roleStatus, compaction *compaction, opts Options) (*readpath.Front, error) {
+	rc := frontConfig(lg, cfg.Front, readpath.NewMember(srv, nil), frontTLS, opts)
 	rc.RoleState, rc.Compaction = roleState.String, compaction.String
-	if err := viaClient(cfg, cli, &rc); err != nil {
+	if err := viaClient(cfg.Front, cli, &rc); err != nil {
 		return nil, err
 	}
 	return readpath.New(rc)
 }
 
 // frontConfig is the front's configuration on src, from the replica's.
-func frontConfig(lg *zap.Logger, cfg config.Replica, src readpath.Source, frontTLS *tls.Config, opts Options) readpath.Config {
+func frontConfig(lg *zap.Logger, cfg config.Front, src readpath.Source, frontTLS *tls.Config, opts Options) readpath.Config {
 	return readpath.Config{
 		TLS:           frontTLS,
 		Source:        src,
@@ -80,7 +80,7 @@ func frontConfig(lg *zap.Logger, cfg config.Replica, src readpath.Source, frontT
 
 // viaClient is how the front asks --read-index-via hubs: TLS as towards the
 // cluster, and with --user a login token for hubs with auth on.
-func viaClient(cfg config.Replica, cli *clientv3.Client, rc *readpath.Config) error {
+func viaClient(cfg config.Front, cli *clientv3.Client, rc *readpath.Config) error {
 	if len(cfg.ReadIndex.ViaURLs) == 0 {
 		return nil
 	}

@@ -6,8 +6,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-
-	"github.com/understudy-kv/understudy/config"
 )
 
 // listen opens a listener on each of urls, which flag names.
@@ -40,7 +38,7 @@ func closeAll(ls []net.Listener) {
 
 // joinsItself refuses --join URLs that lead to this replica's own client
 // listeners: it would wait on itself until --join-timeout.
-func joinsItself(cfg config.Replica) error {
+func joinsItself(cfg learnerConfig) error {
 	own := append(slices.Clone(cfg.ListenClientURLs), cfg.AdvertiseClientURLs...)
 	for _, j := range cfg.Join {
 		ju, err := url.Parse(j)

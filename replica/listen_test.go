@@ -31,7 +31,7 @@ func TestSameListener(t *testing.T) {
 }
 
 func TestJoinsItself(t *testing.T) {
-	cfg := config.DefaultReplica()
+	cfg := learnerConfig{Front: config.DefaultFront(), Learner: config.DefaultLearner()}
 	cfg.ListenClientURLs = []string{"http://0.0.0.0:2479"}
 	cfg.AdvertiseClientURLs = []string{"http://10.0.0.5:2479"}
 	cfg.Join = []string{"http://10.0.0.1:2379", "http://10.0.0.5:2479"}

@@ -16,7 +16,6 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
-	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/learner"
 	"github.com/understudy-kv/understudy/logging"
 	"github.com/understudy-kv/understudy/membership"
@@ -32,11 +31,11 @@ const joinProbeTimeout = 5 * time.Second
 // at once, naming each URL and its cause; a data dir that holds a member
 // restarts without --join (prepare), and joinErr says why it did not
 // answer.
-func checkJoin(ctx context.Context, cfg config.Replica) (joinErr, err error) {
+func checkJoin(ctx context.Context, cfg learnerConfig) (joinErr, err error) {
 	if err := joinsItself(cfg); err != nil {
 		return nil, err
 	}
-	f, err := clientFlags(cfg, "--join", cfg.Join)
+	f, err := clientFlags(cfg.Front, "--join", cfg.Join)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +50,7 @@ func checkJoin(ctx context.Context, cfg config.Replica) (joinErr, err error) {
 // does not answer). A data dir holding a learner that never started (a
 // first start that crashed after the add) is emptied, and its entry
 // removed unless a join with these peer URLs takes it over.
-func prepare(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, cfg config.Replica, cli *clientv3.Client, joinErr error) error {
+func prepare(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, cfg learnerConfig, cli *clientv3.Client, joinErr error) error {
 	stored, held, err := learner.ReadDataDir(cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("replica: %w", err)
@@ -123,7 +122,7 @@ func prepare(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, cfg con
 // one the cluster no longer lists: why) to member.stale-<UTC time>, so that
 // the replica joins as a new learner and nothing is deleted. The data dir
 // itself may be a mount point, so it stays.
-func moveAside(lg *zap.Logger, clock clockwork.Clock, cfg config.Replica, stored learner.Stored, why error) error {
+func moveAside(lg *zap.Logger, clock clockwork.Clock, cfg learnerConfig, stored learner.Stored, why error) error {
 	from := filepath.Join(cfg.DataDir, "member")
 	to := filepath.Join(cfg.DataDir, "member.stale-"+clock.Now().UTC().Format("20060102T150405Z"))
 	if err := os.Rename(from, to); err != nil {
@@ -147,14 +146,14 @@ func probeJoin(ctx context.Context, cli *clientv3.Client, join []string, joinErr
 	return learner.ProbeJoin(pctx, cli.Cluster, join)
 }
 
-func self(cfg config.Replica) learner.Self {
+func self(cfg learnerConfig) learner.Self {
 	return learner.Self{Name: cfg.Name, PeerURLs: cfg.AdvertisePeerURLs, DataDir: cfg.DataDir, Join: cfg.Join, ReplaceOwnLearner: cfg.ReplaceOwnLearner}
 }
 
 // start starts the embedded member: as the member its data dir holds, or,
 // on first start, as a newly added learner that must catch up within
 // --join-timeout or be taken out again.
-func start(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv3.Client, opts Options) (*embed.Etcd, error) {
+func start(ctx context.Context, lg *zap.Logger, cfg learnerConfig, cli *clientv3.Client, opts Options) (*embed.Etcd, error) {
 	if learner.HasData(cfg.DataDir) {
 		lg.Info("restarting as the member in the data dir", zap.String("data-dir", cfg.DataDir))
 		ec, err := embedConfig(cfg, cfg.Name+"="+cfg.AdvertisePeerURLs[0], opts.MemberLogOutputs)
@@ -185,9 +184,9 @@ func start(ctx context.Context, lg *zap.Logger, cfg config.Replica, cli *clientv
 	j, err := learner.Join(joinCtx, lg, opts.Clock, cli.Cluster, self(cfg))
 	switch {
 	case errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrUserEmpty):
-		return nil, fmt.Errorf("replica: join: %w (the replica joins as %s; etcd lets only the root role add a member: give --user a user with it)", err, credential(cfg))
+		return nil, fmt.Errorf("replica: join: %w (the replica joins as %s; etcd lets only the root role add a member: give --user a user with it)", err, credential(cfg.Front))
 	case isAuthError(err):
-		return nil, fmt.Errorf("replica: join: %w (the replica joins as %s)", err, credential(cfg))
+		return nil, fmt.Errorf("replica: join: %w (the replica joins as %s)", err, credential(cfg.Front))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("replica: join: %w", err)
@@ -226,7 +225,7 @@ func removeOwnLearner(ctx context.Context, lg *zap.Logger, clock clockwork.Clock
 	return err
 }
 
-func startLearner(ctx context.Context, lg *zap.Logger, cfg config.Replica, j learner.Joined, cli *clientv3.Client, opts Options) (*embed.Etcd, error) {
+func startLearner(ctx context.Context, lg *zap.Logger, cfg learnerConfig, j learner.Joined, cli *clientv3.Client, opts Options) (*embed.Etcd, error) {
 	// A voter that has not applied this learner's add, or another made
 	// just before or after it, refuses the start; the start is made again
 	// once it has (learner.Start). What a refused start left in the data
@@ -305,7 +304,7 @@ func startLearner(ctx context.Context, lg *zap.Logger, cfg config.Replica, j lea
 	return e, nil
 }
 
-func embedConfig(cfg config.Replica, initialCluster string, logOutputs []string) (*embed.Config, error) {
+func embedConfig(cfg learnerConfig, initialCluster string, logOutputs []string) (*embed.Config, error) {
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
 	ec.Dir = cfg.DataDir

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/conn"
 	"github.com/understudy-kv/understudy/learner"
 	"github.com/understudy-kv/understudy/membership"
@@ -25,7 +24,7 @@ var ownPeerTLSFaults = []error{conn.ErrUnknownAuthority, conn.ErrNameMismatch, c
 // removed after --join-timeout. When none answers, and each for a cause of
 // ownPeerTLSFaults (no --peer-trusted-ca-file, say), it refuses before
 // the join, one line per cause, naming the voters' peer URLs.
-func checkPeers(ctx context.Context, cfg config.Replica, cl learner.Cluster) error {
+func checkPeers(ctx context.Context, cfg learnerConfig, cl learner.Cluster) error {
 	var urls []string
 	for _, m := range cl.Members {
 		if !m.IsLearner {
@@ -62,7 +61,7 @@ func checkPeers(ctx context.Context, cfg config.Replica, cl learner.Cluster) err
 
 // peerFlags name the replica's peer TLS flags in an error about a voter's
 // peer URL.
-func peerFlags(cfg config.Replica) conn.Flags {
+func peerFlags(cfg learnerConfig) conn.Flags {
 	return conn.Flags{
 		Credentials: conn.Credentials{CACert: cfg.PeerTLS.TrustedCAFile, Cert: cfg.PeerTLS.CertFile, Key: cfg.PeerTLS.KeyFile, DialTimeout: dialTimeout},
 		Names: conn.Names{Endpoints: "voter peer URL", CACert: "--peer-trusted-ca-file", Cert: "--peer-cert-file", Key: "--peer-key-file",

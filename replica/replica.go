@@ -47,46 +47,60 @@ type Options struct {
 	CascadeApplyValue func(key, value []byte) []byte
 }
 
-// Run joins (or rejoins) the cluster and serves until ctx ends (a clean stop,
-// nil) or the member fails. Each step has a function of its own; the order
-// is the point: nothing that could leave a learner behind runs before the
-// checks and listeners that would make the replica fail.
-func Run(ctx context.Context, cfg config.Replica, opts Options) (err error) {
+// Run runs the replica cfg describes until ctx ends (a clean stop, nil) or
+// it fails: a learner replica (runLearner) or a cascaded replica
+// (runCascaded), each given the front's settings and its own kind's.
+func Run(ctx context.Context, cfg config.Replica, opts Options) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	// The data dir's kind, and the cluster to join, before anything is
-	// logged, dialled or written.
-	if err := checkDataDirKind(cfg); err != nil {
+	// The data dir's kind before anything is logged, dialled or written.
+	if err := checkDataDirKind(cfg.DataDir, cfg.Cascaded != nil, cfg.Learner != nil && len(cfg.Learner.Join) > 0); err != nil {
 		return err
 	}
-	joinFromData := !cfg.Cascaded() && len(cfg.Join) == 0
+	if cfg.Cascaded != nil {
+		return runCascaded(ctx, cfg.Front, *cfg.Cascaded, opts)
+	}
+	return runLearner(ctx, learnerConfig{Front: cfg.Front, Learner: *cfg.Learner}, opts)
+}
+
+// learnerConfig is what a learner replica runs with: its front's settings
+// and its own.
+type learnerConfig struct {
+	config.Front
+	config.Learner
+}
+
+// runLearner joins (or rejoins) the cluster and serves until ctx ends or
+// the member fails. Each step has a function of its own; the order is the
+// point: nothing that could leave a learner behind runs before the checks
+// and listeners that would make the replica fail.
+func runLearner(ctx context.Context, cfg learnerConfig, opts Options) (err error) {
+	// The cluster to join, before anything is logged, dialled or written.
+	joinFromData := len(cfg.Join) == 0
 	if joinFromData {
-		join, err := joinFromDataDir(cfg)
+		join, err := joinFromDataDir(cfg.DataDir)
 		if err != nil {
 			return err
 		}
 		cfg.Join = join
 	}
-	opts, flush, err := opts.withDefaults(cfg)
+	opts, flush, err := opts.withDefaults(cfg.LogLevel)
 	if err != nil {
 		return err
 	}
 	defer flush()
 	// Last, once everything Run started has stopped.
-	defer func() { logStopped(ctx, opts.Logger, cfg, err) }()
+	defer func() { logStopped(ctx, opts.Logger, "replica stopped", cfg.Front, err) }()
 	if joinFromData {
 		opts.Logger.Info("no --join: restarting through the members the data dir's member list names",
 			zap.String("data-dir", cfg.DataDir), zap.Strings("join", cfg.Join))
 	}
-	// What every kind of replica presents, read at each scrape: a file
-	// rotated in place is what the next handshake presents.
+	// What the replica presents, read at each scrape: a file rotated in
+	// place is what the next handshake presents.
 	opts.Registerer.MustRegister(certexpiry.New(
 		certexpiry.File{Use: "client", Path: cfg.ClientTLS.CertFile},
 		certexpiry.File{Use: "peer", Path: cfg.PeerTLS.CertFile}))
-	if cfg.Cascaded() {
-		return runCascaded(ctx, cfg, opts)
-	}
 	lg := opts.Logger
 	// --join is an etcd cluster, not this replica, within the dial timeout.
 	joinErr, err := checkJoin(ctx, cfg)
@@ -104,7 +118,7 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) (err error) {
 	}
 	// Certificates and listeners first: a replica that cannot serve must
 	// fail before it joins, not leave a learner behind.
-	ls, err := openListeners(cfg)
+	ls, err := openListeners(cfg.Front)
 	if err != nil {
 		return err
 	}
@@ -150,25 +164,22 @@ func Run(ctx context.Context, cfg config.Replica, opts Options) (err error) {
 	return leaveOnExit(ctx, lg, opts.Clock, cfg, cli, member, err)
 }
 
-// logStopped says, in one line, that a replica stopped cleanly: ctx ended
-// (a signal, for the command) and Run returns nil. A replica that fails
-// says why through its error instead.
-func logStopped(ctx context.Context, lg *zap.Logger, cfg config.Replica, err error) {
+// logStopped says, in one line (msg), that a replica stopped cleanly: ctx
+// ended (a signal, for the command) and Run returns nil. A replica that
+// fails says why through its error instead.
+func logStopped(ctx context.Context, lg *zap.Logger, msg string, cfg config.Front, err error) {
 	if err != nil || ctx.Err() == nil {
 		return
-	}
-	msg := "replica stopped"
-	if cfg.Cascaded() {
-		msg = "cascaded replica stopped"
 	}
 	lg.Info(msg, zap.String("name", cfg.Name), zap.String("data-dir", cfg.DataDir), zap.NamedError("cause", context.Cause(ctx)))
 }
 
-// withDefaults fills what opts leaves out; flush syncs a logger it built.
-func (opts Options) withDefaults(cfg config.Replica) (_ Options, flush func(), err error) {
+// withDefaults fills what opts leaves out (a logger at level); flush syncs
+// a logger it built.
+func (opts Options) withDefaults(level string) (_ Options, flush func(), err error) {
 	flush = func() {}
 	if opts.Logger == nil {
-		if opts.Logger, err = logging.New(cfg.LogLevel); err != nil {
+		if opts.Logger, err = logging.New(level); err != nil {
 			return opts, flush, err
 		}
 		lg := opts.Logger
@@ -188,8 +199,8 @@ func (opts Options) withDefaults(cfg config.Replica) (_ Options, flush func(), e
 
 // joinClient is the client of the --join URLs: the join, the start checks
 // and the quota guard use it.
-func joinClient(lg *zap.Logger, cfg config.Replica) (*clientv3.Client, error) {
-	c, err := replicaClientConfig(cfg, "--join", cfg.Join, lg.Named("join-client"))
+func joinClient(lg *zap.Logger, cfg learnerConfig) (*clientv3.Client, error) {
+	c, err := replicaClientConfig(cfg.Front, "--join", cfg.Join, lg.Named("join-client"))
 	if err != nil {
 		return nil, err
 	}

@@ -141,7 +141,7 @@ func isAuthError(err error) bool {
 }
 
 // credential names what the replica's clients authenticate with.
-func credential(cfg config.Replica) string {
+func credential(cfg config.Front) string {
 	if user, _ := cfg.Credentials(); user != "" {
 		return fmt.Sprintf("user %q (--user)", user)
 	}
@@ -159,9 +159,9 @@ func credential(cfg config.Replica) string {
 // endpoints are --join plus every voter's client URLs and follow the
 // replica's own member list (followMembers), so a dead or unreachable voter
 // that was the only --join endpoint does not stop the failover.
-func newRoles(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, clock clockwork.Clock, asOf func() time.Time, gate *promotionGate, status *roleStatus, reg prometheus.Registerer) (*roles, error) {
+func newRoles(lg *zap.Logger, cfg learnerConfig, srv *etcdserver.EtcdServer, clock clockwork.Clock, asOf func() time.Time, gate *promotionGate, status *roleStatus, reg prometheus.Registerer) (*roles, error) {
 	eps := rolesEndpoints(cfg.Join, srv)
-	base, err := replicaClientConfig(cfg, "--join", eps, lg.Named("client"))
+	base, err := replicaClientConfig(cfg.Front, "--join", eps, lg.Named("client"))
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +187,7 @@ func newRoles(lg *zap.Logger, cfg config.Replica, srv *etcdserver.EtcdServer, cl
 		lg: lg, cfg: cfg.Promotion, join: cfg.Join, srv: srv, cli: cli, dial: dial, clock: clock, asOf: asOf, gate: gate, m: newRoleMetrics(reg),
 		decider:    promotion.NewDecider(cfg.Promotion),
 		leaderHTTP: httpClient(cliTLS), peerHTTP: httpClient(peerTLS),
-		failoverLikely: true, status: status, endpoints: eps, identity: credential(cfg), peerSeen: map[uint64]bool{},
+		failoverLikely: true, status: status, endpoints: eps, identity: credential(cfg.Front), peerSeen: map[uint64]bool{},
 	}, nil
 }
 

@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/understudy-kv/understudy/config"
 	"github.com/understudy-kv/understudy/readpath"
 )
 
@@ -40,7 +39,7 @@ func (m *memberHandle) close() {
 // the auto-compaction (learning it, and compacting while this member
 // leads) and, for a standby or voter role, the role loop (r, nil for a
 // reader). Every goroutine is the errgroup's.
-func serve(ctx context.Context, lg *zap.Logger, cfg config.Replica, m *embed.Etcd, front *readpath.Front, ls *listenerSet,
+func serve(ctx context.Context, lg *zap.Logger, cfg learnerConfig, m *embed.Etcd, front *readpath.Front, ls *listenerSet,
 	quota *quotaGuard, r *roles, learners *learnerWatch, compaction *compaction, ready chan<- struct{}) error {
 	ls.served = true
 	g, gctx := errgroup.WithContext(ctx)
@@ -84,7 +83,7 @@ func serve(ctx context.Context, lg *zap.Logger, cfg config.Replica, m *embed.Etc
 // replica without its data dir can join again. A promoted member (a voter)
 // stays: its removal would change the quorum. It returns err, joined with what
 // went wrong on the way out.
-func leaveOnExit(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, cfg config.Replica, cli *clientv3.Client, m *memberHandle, err error) error {
+func leaveOnExit(ctx context.Context, lg *zap.Logger, clock clockwork.Clock, cfg learnerConfig, cli *clientv3.Client, m *memberHandle, err error) error {
 	cleanStop := err == nil && ctx.Err() != nil
 	if !cfg.RemoveOnExit || !(cleanStop || errors.Is(err, errQuotaPassed)) {
 		return err

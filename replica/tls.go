@@ -35,14 +35,14 @@ const dialTimeout = 5 * time.Second
 // --user, dialTimeout, and the flags an error's advice names. Probe and
 // Diagnose of the result tell why urls do not answer, in one line each:
 //
-//	f, err := clientFlags(cfg, "--upstream", cfg.Upstream)
+//	f, err := clientFlags(front, "--upstream", c.Upstream)
 //	_, err = f.Probe(ctx)                 // before the first request
 //	err = f.Diagnose(ctx, endpoint, err)  // an error from a request to endpoint
 //
 // replicaClientConfig is the clientv3 configuration of a client of urls
 // (named by flag in errors): the replica's client TLS, user and dial
 // timeout (conn's one factory), logging at error and above only.
-func replicaClientConfig(cfg config.Replica, flag string, urls []string, lg *zap.Logger) (clientv3.Config, error) {
+func replicaClientConfig(cfg config.Front, flag string, urls []string, lg *zap.Logger) (clientv3.Config, error) {
 	f, err := clientFlags(cfg, flag, urls)
 	if err != nil {
 		return clientv3.Config{}, err
@@ -50,7 +50,7 @@ func replicaClientConfig(cfg config.Replica, flag string, urls []string, lg *zap
 	return f.ClientConfig(lg.WithOptions(zap.IncreaseLevel(zap.ErrorLevel)))
 }
 
-func clientFlags(cfg config.Replica, flag string, urls []string) (conn.Flags, error) {
+func clientFlags(cfg config.Front, flag string, urls []string) (conn.Flags, error) {
 	tc, err := clientTLS(cfg.ClientTLS, cfg.TLSVersions, urls)
 	if err != nil {
 		return conn.Flags{}, err

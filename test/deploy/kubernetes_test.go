@@ -165,21 +165,25 @@ func TestKubernetesOverlaysConfigureAValidReplica(t *testing.T) {
 			if err := cfg.Validate(); err != nil {
 				t.Fatalf("replica %s: %v", strings.Join(args, " "), err)
 			}
+			if cfg.Learner == nil {
+				t.Fatalf("replica %s: want a learner replica", strings.Join(args, " "))
+			}
+			l := cfg.Learner
 			// The replica joins no cluster it is not told (no default --join).
-			if len(cfg.Join) == 0 {
+			if len(l.Join) == 0 {
 				t.Errorf("no --join (UNDERSTUDY_JOIN): the replica would refuse to start")
 			}
-			if string(cfg.Promotion.Role) != overlay {
-				t.Errorf("role %q, want %q", cfg.Promotion.Role, overlay)
+			if string(l.Promotion.Role) != overlay {
+				t.Errorf("role %q, want %q", l.Promotion.Role, overlay)
 			}
 			wantPeer := "https://" + sts + "-0." + sts + ".kube-system.svc.cluster.local:2380"
-			if cfg.Name != sts+"-0" || !slices.Equal(cfg.AdvertisePeerURLs, []string{wantPeer}) {
-				t.Errorf("name %q, peer URLs %q: want the pod's name and %s", cfg.Name, cfg.AdvertisePeerURLs, wantPeer)
+			if cfg.Name != sts+"-0" || !slices.Equal(l.AdvertisePeerURLs, []string{wantPeer}) {
+				t.Errorf("name %q, peer URLs %q: want the pod's name and %s", cfg.Name, l.AdvertisePeerURLs, wantPeer)
 			}
-			if cfg.RemoveOnExit {
+			if l.RemoveOnExit {
 				t.Errorf("--remove-on-exit is set: every rescheduled pod would leave and copy the database again")
 			}
-			for _, f := range []string{cfg.ClientTLS.CertFile, cfg.ClientTLS.KeyFile, cfg.ClientTLS.TrustedCAFile, cfg.PeerTLS.CertFile, cfg.PeerTLS.KeyFile, cfg.PeerTLS.TrustedCAFile} {
+			for _, f := range []string{cfg.ClientTLS.CertFile, cfg.ClientTLS.KeyFile, cfg.ClientTLS.TrustedCAFile, l.PeerTLS.CertFile, l.PeerTLS.KeyFile, l.PeerTLS.TrustedCAFile} {
 				if dir, file := filepath.Split(f); dir != "/etc/kubernetes/pki/etcd/" || !slices.Contains(pkiFiles, file) {
 					t.Errorf("TLS file %q is not one of the Secret's %v in /etc/kubernetes/pki/etcd", f, pkiFiles)
 				}
@@ -332,10 +336,10 @@ func TestKubernetesCascadedOverlayConfiguresACascadedReplica(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("replica %s: %v", strings.Join(args, " "), err)
 	}
-	if !cfg.Cascaded() {
-		t.Fatalf("--upstream %q: want a cascaded replica", cfg.Upstream)
+	if cfg.Cascaded == nil {
+		t.Fatalf("replica %s: want a cascaded replica", strings.Join(args, " "))
 	}
-	for i, u := range cfg.Upstream {
+	for i, u := range cfg.Cascaded.Upstream {
 		pod := fmt.Sprintf("understudy-replica-reader-%d", i)
 		if want := "https://" + pod + ".understudy-replica-reader.kube-system.svc.cluster.local:2379"; u != want {
 			t.Errorf("upstream %d is %s, want the reader overlay's pod %s by the name its certificate lists: %s", i, u, pod, want)
