@@ -52,7 +52,16 @@ func TestReplicaStatusFlagsAVoterWhoseQuotaDiffers(t *testing.T) {
 		return len(sts) == 3, fmt.Errorf("%d members", len(sts))
 	})
 	table, err := exec.Command(bins.Replica, "status", "--endpoints", strings.Join(c.Endpoints(), ",")).CombinedOutput()
-	if err != nil || !strings.Contains(string(table), "differs: "+want) {
+	// The restarted voter may also differ, for a while, by its storage
+	// version (etcd moves it up after the restart): listed before the
+	// quota, in the same cell.
+	var row string
+	for _, line := range strings.Split(string(table), "\n") {
+		if strings.HasPrefix(line, odd.Name+" ") {
+			row = line
+		}
+	}
+	if err != nil || !strings.Contains(row, "differs: ") || !strings.Contains(row, want) {
 		t.Fatalf("the table does not flag %s (%v):\n%s\njson was:\n%s", odd.Name, err, table, last)
 	}
 }
