@@ -1,29 +1,97 @@
 package e2e
 
-import "testing"
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
 
-// beside lets t run beside up to three other tests that call it, once the
-// package's serial tests are done (go test -parallel 4, as the README's
-// test command and CI run it; GOMAXPROCS, two on a 2-core host, without
-// the flag). A subtest that calls it runs beside its siblings, while its
-// parent still keeps the machine from every other test.
+// The suite runs in three phases, each test in the one its first call puts
+// it in:
 //
-// A test calls it only if a loaded machine can slow it and never fail it:
-//   - every deadline it holds anything to is many times what that thing
+//  1. Alone (no call): one at a time, with the machine to themselves. Tests
+//     that bound a latency while the machine works (a put within 1 s beside
+//     a failover, a strong read under a fault workload's 3 s writes), a
+//     freshness window, a lease's keep-alive under a delay, `replica
+//     compare`'s figures or the balancer's choices, and those that listen
+//     on etcd's default ports.
+//  2. timed(t): up to timedWidth at a time once the alone ones are done,
+//     with nothing else. Tests that hold a timer to an idle cluster: a
+//     window in which no live voter may look silent, a standby's failover
+//     bound, a hold, a lease that expires, a replica gone quiet, a cut
+//     link's readiness change. Each keeps a few processes idle, waiting on
+//     timers; a few such beside each other leave the 2 cores mostly idle,
+//     so none is starved (a starved voter would look dead).
+//  3. beside(t): up to -parallel at a time (4, as CI runs it) once the
+//     timed ones are done. Tests a loaded machine can slow and never fail:
+//     every deadline they hold anything to is many times what that thing
 //     takes (a command's 10 s, a condition's minute; a loopback failover
-//     of 6-8.5 s against its 20 s bound);
-//   - what it checks otherwise is a safety property, which holds however
-//     slow the machine (strong reads linearizable by porcupine, a watch
-//     with no gap, a mirror's copy exact, a bounded read never older than
-//     its bound).
+//     of 6-8.5 s against its 20 s bound), and what they check otherwise is
+//     a safety property, which holds however slow the machine (strong reads
+//     linearizable by porcupine, a watch with no gap, a mirror's copy
+//     exact, a bounded read never older than its bound). A subtest that
+//     calls beside runs beside its siblings only, while its parent, alone,
+//     keeps the machine from every other test.
 //
-// Tests that bound a latency (a put within 1 s beside a failover), a
-// freshness window, a lease's keep-alive, a readiness change, a failover
-// across a 150 ms RTT (up to 14.7 s under load against 20 s), a window in
-// which no live voter may look silent (silence is judged by a timer: a
-// starved voter looks dead), or a compare report's figures stay serial,
-// with the machine to themselves.
+// Go's own -parallel limit would count a test waiting for its phase as
+// running, so TestMain lifts it and the lanes below do the limiting.
+var (
+	// timedTests are the timed tests -run selected, counted while the
+	// alone ones run (each calls timed before it is paused); beside
+	// tests wait for them all.
+	timedTests            sync.WaitGroup
+	timedLane, besideLane chan struct{}
+)
+
+// timedWidth is how many timed tests run at once.
+const timedWidth = 3
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	width, err := strconv.Atoi(flag.Lookup("test.parallel").Value.String())
+	if err != nil || width < 1 {
+		fmt.Fprintf(os.Stderr, "e2e: -parallel %s: want a count of at least 1\n", flag.Lookup("test.parallel").Value)
+		os.Exit(2)
+	}
+	besideLane = make(chan struct{}, width)
+	timedLane = make(chan struct{}, min(width, timedWidth))
+	if err := flag.Set("test.parallel", "1000"); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: lifting -parallel: %v\n", err)
+		os.Exit(2)
+	}
+	os.Exit(m.Run())
+}
+
+// timed puts t in the timed phase. Only top-level tests call it.
+func timed(t *testing.T) {
+	t.Helper()
+	if strings.Contains(t.Name(), "/") {
+		t.Fatalf("timed(t) in subtest %s: only a top-level test takes the timed phase", t.Name())
+	}
+	timedTests.Add(1)
+	t.Cleanup(timedTests.Done)
+	t.Parallel()
+	enter(t, timedLane)
+}
+
+// beside puts t in the beside phase, or, for a subtest of a test that runs
+// alone, beside its siblings.
 func beside(t *testing.T) {
 	t.Helper()
 	t.Parallel()
+	if !strings.Contains(t.Name(), "/") {
+		timedTests.Wait()
+	}
+	enter(t, besideLane)
+}
+
+// enter takes a place in lane until t and its cleanups are done (the
+// cleanups t registers later, such as stopping its processes, run first).
+func enter(t *testing.T, lane chan struct{}) {
+	lane <- struct{}{}
+	t.Cleanup(func() { <-lane })
 }

@@ -212,6 +212,7 @@ func TestCascadedReplicaBadInput(t *testing.T) {
 // a watcher on the leader sees, in order, none lost or repeated, and the
 // replica resumes from the other upstream within 2 s of the kill.
 func TestCascadedReplicaWatchersThroughAnUpstreamKill(t *testing.T) {
+	timed(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	voters := client(t, c.Endpoints()...)
@@ -307,6 +308,7 @@ func TestCascadedReplicaWatchersThroughAnUpstreamKill(t *testing.T) {
 // no round: the upstream's rounds are its own. A strong read through a
 // cascaded replica wakes both.
 func TestCascadedReplicasLetTheirUpstreamGoQuiet(t *testing.T) {
+	timed(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	quiet := []string{"--freshness-quiet-interval", "3s"}

@@ -24,6 +24,7 @@ const followWithin = 10 * time.Second
 // that one restarts, or dies while the replica follows it. While it
 // follows none, its /readyz fails and says why.
 func TestCascadedReplicaSkipsAnUpstreamThatDoesNotAnswer(t *testing.T) {
+	timed(t)
 	// Serial: it bounds how soon the replica serves again.
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
@@ -104,6 +105,7 @@ func servesWithin(t *testing.T, voters *clientv3.Client, r *harness.Replica, key
 // bootstraps again within followWithin, and once it has noticed the cut
 // its /readyz never says ready while its store lacks what the source wrote.
 func TestCascadedReplicaBootstrapsAgainPastACompactionGap(t *testing.T) {
+	timed(t)
 	// Serial: it bounds how soon the replica serves again, and a readiness
 	// change.
 	bins := harness.Binaries(t)

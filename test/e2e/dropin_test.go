@@ -30,6 +30,7 @@ func httpGet(url string) (int, string) { return httpDo(http.MethodGet, url, "") 
 // A Kubernetes readiness probe admits a caught-up replica, drops it when its
 // raft link is cut (the voters keep theirs), and admits it again after.
 func TestReplicaReadyzFollowsItsPeerLink(t *testing.T) {
+	timed(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true})
 	metrics := harness.URL(harness.FreePort(t))
@@ -271,6 +272,7 @@ func TestReplicaCertificateCNIsTheUser(t *testing.T) {
 // from the leader, fails with Unavailable within the request timeout
 // rather than wait forever or answer staler than its bound.
 func TestReplicaBoundedReadWithoutDeadlineFailsWhenCutOff(t *testing.T) {
+	timed(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true})
 	r := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1", PeerProxy: true})
 	rep := client(t, r.ClientURL)

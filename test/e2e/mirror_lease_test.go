@@ -72,6 +72,7 @@ func (p *mirrorPair) leasedCount(prefix string) (int, error) {
 // destination leases expire and the destination deletes them. Restarted,
 // the mirror writes every one again within 5 s, on new leases.
 func TestMirrorRestoresLeasedKeys(t *testing.T) {
+	timed(t)
 	const n = 1000
 	p := startMirrorPair(t)
 	leasedKeys(t, p.s, "l/", n, 10)
@@ -151,6 +152,7 @@ func TestMirrorKeepsLeasesAliveThroughDelay(t *testing.T) {
 // The lost lease's keys must be written again while that goes on, not once
 // the source goes quiet.
 func TestMirrorRestoresALostLeaseWhileBusy(t *testing.T) {
+	timed(t)
 	const n = 20
 	p := startMirrorPair(t)
 	px := p.proxyDest(t)

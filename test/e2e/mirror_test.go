@@ -153,6 +153,7 @@ func mustVerify(t *testing.T, p *mirrorPair, extra ...string) {
 }
 
 func TestMirrorSyncsThenStreams(t *testing.T) {
+	timed(t)
 	p := startMirrorPair(t)
 	fill(t, p.s, "m/", 100000)
 	// A destination key the source never had: the sync deletes it, as

@@ -23,6 +23,7 @@ import (
 // leader, not its freshness), and the first request brings the rounds back
 // to --freshness-idle-interval at once.
 func TestQuietReplica(t *testing.T) {
+	timed(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	r := harness.StartReplica(t, c, harness.ReplicaConfig{Name: "r1",

@@ -290,6 +290,7 @@ func TestReplicaEnforcesAuth(t *testing.T) {
 // messages over the leader-dialed stream when one is attached, and otherwise
 // POSTs them straight to the leader's own URL.
 func TestReplicaBoundedReadWhenCutOff(t *testing.T) {
+	timed(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	metricsURL := harness.URL(harness.FreePort(t))
@@ -361,6 +362,7 @@ func TestReplicaBoundedReadWhenCutOff(t *testing.T) {
 // A learner's raft never forgets its last leader; the replica goes by when
 // it last heard from it.
 func TestReplicaEndsRequireLeaderWatchesWhenCutOff(t *testing.T) {
+	timed(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	r := startReplica(t, bins, c, "r1", replicaOpts{})

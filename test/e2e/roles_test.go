@@ -116,6 +116,7 @@ func logLines(t *testing.T, p *harness.Proc, msg string) []map[string]any {
 }
 
 func TestVoterRolePromotesOnceCaughtUp(t *testing.T) {
+	timed(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	cli := c.Client(t)
@@ -259,6 +260,7 @@ func TestReplicaStatusAgreesWithEtcdctl(t *testing.T) {
 }
 
 func TestStandbyReplacesADeadVoter(t *testing.T) {
+	timed(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	r := startReplica(t, bins, c, "standby", replicaOpts{Extra: []string{"--role", "standby", "--failover-after", "3s", "--promote-hold", "1s"}})
@@ -365,6 +367,7 @@ func contains(ss []string, s string) bool {
 }
 
 func TestReplicaLeaveAndRemoveOnExit(t *testing.T) {
+	timed(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	cli := c.Client(t)

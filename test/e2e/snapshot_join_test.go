@@ -24,6 +24,7 @@ import (
 // learns that the replica needs a snapshot: the snapshot then holds the
 // publish, whose waiter never fires, and every later publish is refused.
 func TestReplicaJoinsAQuietClusterBySnapshot(t *testing.T) {
+	timed(t)
 	bins := harness.Binaries(t)
 	harness.Must(t, bins.RequireReplica())
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, ExtraArgs: snapshotVoterArgs, PeerProxies: true})

@@ -23,6 +23,7 @@ import (
 // compacted within two retention periods (and etcd's recording interval),
 // as under the voters.
 func TestAPromotedStandbyLeadsWithTheVotersCompaction(t *testing.T) {
+	timed(t)
 	promotedStandbyCompacts(t, true)
 }
 
@@ -32,6 +33,7 @@ func TestAPromotedStandbyLeadsWithTheVotersCompaction(t *testing.T) {
 // say so before the failover) and, once it leads, runs etcd's compactor
 // with it. Before it learned (issue 56), it never compacted.
 func TestAPromotedStandbyWithoutCompactionFlagsLeadsWithTheVotersCompaction(t *testing.T) {
+	timed(t)
 	promotedStandbyCompacts(t, false)
 }
 

@@ -31,6 +31,7 @@ var standbyNetns = flag.Int("standby.netns", 0, "run TestStandbyCutByIptablesInN
 // and the test reaches everyone. TestStandbyCutByIptablesInNamespaces is
 // the same scenario on hosts of their own, cut by iptables.
 func TestStandbyCutFromOneLiveVoterKeepsIt(t *testing.T) {
+	timed(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true, ClientProxies: true})
 	leader := c.Leader(t)

@@ -32,6 +32,7 @@ func replicaCLI(t *testing.T, bins *harness.Bins, args ...string) (string, bool)
 // expires (its lease), the follower, silent all along, is replaced at
 // once.
 func TestAHeldVoterIsNotReplacedUntilTheHoldEnds(t *testing.T) {
+	timed(t)
 	const failoverAfter = standbyFailoverAfter
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
@@ -120,6 +121,7 @@ func TestAHoldWithoutRightsIsRefused(t *testing.T) {
 // the read; a release (which only loosens) does not fail it, and a read
 // after any of these passes.
 func TestAHoldFencesTheStandbysSteps(t *testing.T) {
+	timed(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
 	cli := client(t, c.Endpoints()...)
 	ctx := context.Background()

@@ -18,6 +18,7 @@ var standbyArgs = []string{"--role", "standby", "--failover-after", standbyFailo
 // replicates to it); after three times --failover-after the leader's too
 // (no leader's view: the peer URLs decide), for as long again.
 func TestStandbyKeepsAVoterWhoseClientURLIsCut(t *testing.T) {
+	timed(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, ClientProxies: true})
 	s := startReplica(t, bins, c, "standby", replicaOpts{Extra: standbyArgs})

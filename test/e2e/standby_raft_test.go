@@ -130,6 +130,7 @@ func tlsClient(t *testing.T, c *harness.Cluster, endpoints ...string) *clientv3.
 // auth is on; the standby, whose certificate's CN is root, replaces a
 // killed follower.
 func TestStandbyOverTLSWithAuth(t *testing.T) {
+	timed(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, TLS: harness.NewCerts(t)})
 	enableAuth(t, bins, c)
@@ -244,6 +245,7 @@ func roleStates(t *testing.T, bins *harness.Bins, endpoints ...string) map[strin
 // killed voter's silence and then the promotion hold run; blocked once its
 // own raft links are cut.
 func TestReplicaStatusSaysWhyAStandbyWaits(t *testing.T) {
+	timed(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3, PeerProxies: true})
 	leader := c.Leader(t)

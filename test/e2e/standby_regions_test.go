@@ -140,6 +140,7 @@ func TestStandbyInRegionBReplacesADeadFollower(t *testing.T) {
 // is replaced within failoverDeadline (region A elects a new one; the
 // standby, a learner, learns of it across the WAN).
 func TestStandbyInRegionBReplacesADeadLeader(t *testing.T) {
+	timed(t)
 	g := startStandbyInRegionB(t)
 	replacedInRegionB(t, g, g.Cluster.Leader(t))
 }
@@ -176,6 +177,7 @@ func TestStandbyInRegionBReplacesADeadLeaderWhileAFollowersClientURLIsCut(t *tes
 // live and puts flowing, the standby removes no voter and the leader and
 // its term stay as they were (keepsEveryVoter).
 func TestStandbyInRegionBKeepsLiveVoters(t *testing.T) {
+	timed(t)
 	g := startStandbyInRegionB(t)
 	_, client0 := g.WANTraffic()
 	keepsEveryVoter(t, g, g.Cluster.Leader(t))
@@ -320,6 +322,7 @@ func longestSilence(t *testing.T, r *harness.Replica, since time.Time) time.Dura
 // timeout follows the round trip it measures) and removes none. With the
 // fixed timeout it took every live voter for silent 8 s into the window.
 func TestStandbyFarAwayKeepsVotersWhoseClientURLsAreCut(t *testing.T) {
+	timed(t)
 	g := startStandbyAt(t, 600*time.Millisecond, "")
 	leader := g.Cluster.Leader(t)
 	g.CutClientURL(leader)
