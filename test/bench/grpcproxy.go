@@ -95,7 +95,7 @@ func startProxyRig(r *runner, p params) *proxyRig {
 	g.fill(r)
 	r1 := harness.StartReplica(r, g.c, harness.ReplicaConfig{Name: "r1", Extra: p.replicaArgs})
 	c1 := harness.StartReplica(r, g.c, harness.ReplicaConfig{Name: "c1", Upstream: []string{r1.ClientURL}, Extra: p.replicaArgs})
-	proxy, url := startGRPCProxy(r, g.c)
+	proxy, url := harness.StartGRPCProxy(r, g.c.Endpoints())
 	g.fronts[frontProxy] = proxyFront{name: frontProxy, url: url, pid: proxy.PID()}
 	g.fronts[frontLearner] = proxyFront{name: frontLearner, url: r1.ClientURL, pid: r1.PID()}
 	g.fronts[frontCascaded] = proxyFront{name: frontCascaded, url: c1.ClientURL, pid: c1.PID(), feeder: r1.PID()}
@@ -105,27 +105,6 @@ func startProxyRig(r *runner, p params) *proxyRig {
 	// Let the joins' traffic settle, as idle.go does.
 	<-time.After(p.dur / 2)
 	return g
-}
-
-// startGRPCProxy starts `etcd grpc-proxy start` of the etcd binary built
-// from this module (v3.7.3) with c's voters as its endpoints, as its
-// documentation shows, and waits until it answers a read; it returns the
-// process and its client URL.
-func startGRPCProxy(r *runner, c *harness.Cluster) (*harness.Proc, string) {
-	addr := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(r))
-	proc := harness.Start(r, harness.ProcConfig{Name: "grpc-proxy", Bin: harness.Binaries(r).Etcd, Args: []string{
-		"grpc-proxy", "start", "--endpoints", strings.Join(c.Endpoints(), ","),
-		"--listen-addr", addr, "--advertise-client-url", addr,
-	}})
-	url := "http://" + addr
-	cli := clients(r, url, 1)[0]
-	harness.WaitFor(r, time.Minute, "grpc-proxy answers a read", func() (bool, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_, err := cli.Get(ctx, proxyKey(0))
-		return err == nil, err
-	})
-	return proc, url
 }
 
 // waitRevision waits until front f's reads see the revision of a put

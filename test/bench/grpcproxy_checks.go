@@ -42,8 +42,8 @@ func proxyChecks(r *runner, p params) []Row {
 	c := harness.StartCluster(r, harness.ClusterConfig{N: 1})
 	voter := c.WaitLeader(r, proxyLeaderWait)
 	learner := harness.StartReplica(r, c, harness.ReplicaConfig{Name: "check-r1", Extra: p.replicaArgs})
-	// Before auth is on: startGRPCProxy waits for an anonymous read.
-	_, proxyURL := startGRPCProxy(r, c)
+	// Before auth is on: StartGRPCProxy waits for an anonymous read.
+	_, proxyURL := harness.StartGRPCProxy(r, c.Endpoints())
 	for _, args := range [][]string{
 		{"user", "add", "root:rootpw"}, {"user", "grant-role", "root", "root"},
 		{"role", "add", "reader"}, {"role", "grant-permission", "reader", "read", "secret/", "--prefix"},
