@@ -15,17 +15,19 @@ import (
 //
 //  1. Alone (no call): one at a time, with the machine to themselves. Tests
 //     that bound a latency while the machine works (a put within 1 s beside
-//     a failover, a strong read under a fault workload's 3 s writes), a
-//     freshness window, a lease's keep-alive under a delay, `replica
+//     a failover, reads and writes failing within 2 s through a quorum
+//     loss, a fault workload's 3 s writes), a freshness window, `replica
 //     compare`'s figures or the balancer's choices, and those that listen
 //     on etcd's default ports.
 //  2. timed(t): up to timedWidth at a time once the alone ones are done,
 //     with nothing else. Tests that hold a timer to an idle cluster: a
 //     window in which no live voter may look silent, a standby's failover
-//     bound, a hold, a lease that expires, a replica gone quiet, a cut
-//     link's readiness change. Each keeps a few processes idle, waiting on
-//     timers; a few such beside each other leave the 2 cores mostly idle,
-//     so none is starved (a starved voter would look dead).
+//     bound, a hold, a lease that expires or is kept alive across a delay,
+//     a replica gone quiet, streams kept open between slow rounds, a cut
+//     link's readiness change, an error within a few dial timeouts. Each
+//     keeps a few processes idle, waiting on timers; a few such beside each
+//     other leave the 2 cores mostly idle, so none is starved (a starved
+//     voter would look dead).
 //  3. beside(t): up to -parallel at a time (4, as CI runs it) once the
 //     timed ones are done. Tests a loaded machine can slow and never fail:
 //     every deadline they hold anything to is many times what that thing

@@ -42,6 +42,7 @@ type connCommand struct {
 // names the flag, the endpoint, the cause and the advice for that cause,
 // said once; --join adds no member.
 func TestConnErrorsNameEndpointAndCause(t *testing.T) {
+	timed(t)
 	bins := harness.Binaries(t)
 	harness.Must(t, bins.RequireReplica())
 	certs, other, named := harness.NewCerts(t), harness.NewCerts(t), harness.NewCertsAddressOnly(t)

@@ -317,6 +317,7 @@ func TestReplicaBoundedReadWithoutDeadlineFailsWhenCutOff(t *testing.T) {
 // streams would end a few seconds after a round (no leader for three
 // election timeouts), long before the next: within the 20 s watched.
 func TestReplicaSlowFreshnessKeepsLeaderStreams(t *testing.T) {
+	timed(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	r := startReplica(t, bins, c, "r1", replicaOpts{Extra: []string{"--freshness-interval", "10s"}})

@@ -107,6 +107,7 @@ func TestMirrorRestoresLeasedKeys(t *testing.T) {
 // destination key expires while the source keeps its leases alive (20 s,
 // or 2 minutes with -mirror.long).
 func TestMirrorKeepsLeasesAliveThroughDelay(t *testing.T) {
+	timed(t)
 	const n = 1000
 	hold := 20 * time.Second
 	if *mirrorLong {
