@@ -126,7 +126,7 @@ func (r *readiness) ownChecks() map[string]func(context.Context) error {
 // probes /readyz.
 func (r *readiness) gauge() prometheus.GaugeFunc {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "understudy", Subsystem: "replica", Name: "ready",
-		Help: "1 while the replica is caught up, hears from its leader (a cascaded replica: follows an upstream's watch and may serve its store) and its freshness rounds keep their schedule (the last within --ready-max-staleness plus the current round period, plus the age of its upstream's proof for a quiet cascaded replica), else 0. A scrape does no round."},
+		Help: "1 while the replica is caught up, hears from its source and its freshness rounds keep their schedule (the last within --ready-max-staleness plus the current round period, plus the age of the proof it was answered with), else 0. A scrape does no round. docs/metrics.md says what each kind of replica checks."},
 		func() float64 {
 			checks := r.checks()
 			for name, check := range checks {
