@@ -14,18 +14,22 @@ import (
 // it in:
 //
 //  1. Alone (no call): one at a time, with the machine to themselves. Tests
-//     that bound a latency while the machine works (a put within 1 s beside
-//     a failover, reads and writes failing within 2 s through a quorum
-//     loss, a fault workload's 3 s writes), a freshness window, `replica
+//     that bound a latency while they load the machine themselves (a drain
+//     within 5 s under 8 writers, a watch resumed within 2 s under 101
+//     watchers, a hub dropped within 2 s under a loop of strong reads, a
+//     fault workload's 3 s writes), reads and writes failing within 2 s
+//     through a quorum loss, freshness headers' figures, `replica
 //     compare`'s figures or the balancer's choices, and those that listen
 //     on etcd's default ports.
 //  2. timed(t): up to timedWidth at a time once the alone ones are done,
-//     with nothing else. Tests that hold a timer to an idle cluster: a
-//     window in which no live voter may look silent, a standby's failover
-//     bound, a hold, a lease that expires or is kept alive across a delay,
-//     a replica gone quiet, streams kept open between slow rounds, a cut
+//     with nothing else. Tests that hold a timer to a lightly loaded
+//     cluster: a window in which no live voter may look silent, a
+//     standby's failover bound beside a paced writer (writerPace) whose
+//     every put must take under an election timeout, a hold, a lease that
+//     expires or is kept alive across a delay, a replica gone quiet (a 2 s
+//     readiness window), streams kept open between slow rounds, a cut
 //     link's readiness change, an error within a few dial timeouts. Each
-//     keeps a few processes idle, waiting on timers; a few such beside each
+//     keeps a few processes mostly idle on timers; three such beside each
 //     other leave the 2 cores mostly idle, so none is starved (a starved
 //     voter would look dead).
 //  3. beside(t): up to -parallel at a time (4, as CI runs it) once the
@@ -84,16 +88,28 @@ func timed(t *testing.T) {
 // alone, beside its siblings.
 func beside(t *testing.T) {
 	t.Helper()
+	top, _, sub := strings.Cut(t.Name(), "/")
+	if _, held := inLane.Load(top); sub && held {
+		// Its parent keeps its place until its subtests end: with the
+		// lane full of such parents, none would.
+		t.Fatalf("beside(t) in %s, whose parent %s called timed or beside: only a subtest of a test that runs alone may", t.Name(), top)
+	}
 	t.Parallel()
-	if !strings.Contains(t.Name(), "/") {
+	if !sub {
 		timedTests.Wait()
 	}
 	enter(t, besideLane)
 }
 
+// inLane holds the names of the top-level tests that took a lane.
+var inLane sync.Map
+
 // enter takes a place in lane until t and its cleanups are done (the
 // cleanups t registers later, such as stopping its processes, run first).
 func enter(t *testing.T, lane chan struct{}) {
 	lane <- struct{}{}
+	if !strings.Contains(t.Name(), "/") {
+		inLane.Store(t.Name(), true)
+	}
 	t.Cleanup(func() { <-lane })
 }

@@ -212,7 +212,6 @@ func TestCascadedReplicaBadInput(t *testing.T) {
 // a watcher on the leader sees, in order, none lost or repeated, and the
 // replica resumes from the other upstream within 2 s of the kill.
 func TestCascadedReplicaWatchersThroughAnUpstreamKill(t *testing.T) {
-	timed(t)
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	voters := client(t, c.Endpoints()...)

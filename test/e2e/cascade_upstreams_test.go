@@ -25,7 +25,7 @@ const followWithin = 10 * time.Second
 // follows none, its /readyz fails and says why.
 func TestCascadedReplicaSkipsAnUpstreamThatDoesNotAnswer(t *testing.T) {
 	timed(t)
-	// Serial: it bounds how soon the replica serves again.
+	// Timed: it bounds how soon the replica serves again (followWithin).
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
 	voters := client(t, c.Endpoints()...)
@@ -106,8 +106,8 @@ func servesWithin(t *testing.T, voters *clientv3.Client, r *harness.Replica, key
 // its /readyz never says ready while its store lacks what the source wrote.
 func TestCascadedReplicaBootstrapsAgainPastACompactionGap(t *testing.T) {
 	timed(t)
-	// Serial: it bounds how soon the replica serves again, and a readiness
-	// change.
+	// Timed: it bounds how soon the replica serves again (followWithin),
+	// and a readiness change.
 	bins := harness.Binaries(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
 	voters := client(t, c.Endpoints()...)

@@ -236,7 +236,6 @@ func hubProxy(hub string, edit func(*hubAnswer) bool) http.Handler {
 // replica drops it within 2s, serves every strong read meanwhile, and goes
 // on with its own rounds.
 func TestHubTrustHubFaultsFallBack(t *testing.T) {
-	timed(t)
 	bins := harness.Binaries(t)
 	harness.Must(t, bins.RequireReplica())
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})

@@ -58,7 +58,6 @@ func (p *mirrorPair) drainArgs(extra ...string) []string {
 // cutover record with the last source revision, and verify compares at
 // that record and agrees.
 func TestMirrorDrain(t *testing.T) {
-	timed(t)
 	keys := 20000
 	if *mirrorLong {
 		keys = 100000

@@ -153,7 +153,7 @@ func mustVerify(t *testing.T, p *mirrorPair, extra ...string) {
 }
 
 func TestMirrorSyncsThenStreams(t *testing.T) {
-	timed(t)
+	beside(t)
 	p := startMirrorPair(t)
 	fill(t, p.s, "m/", 100000)
 	// A destination key the source never had: the sync deletes it, as

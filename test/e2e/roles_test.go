@@ -23,26 +23,36 @@ import (
 // electionTimeout is the harness members' (etcd's default).
 const electionTimeout = time.Second
 
-// writer puts continuously through cli and records the slowest put and
-// any failure, until stopped.
+// writer puts through cli, one put at a time and one every writerPace, and
+// records the slowest put and any failure, until stopped (by finish, or at
+// the test's end if it fails first).
 type writer struct {
 	mu      sync.Mutex
 	slowest time.Duration
 	failed  []error
 	puts    int
 	stop    chan struct{}
+	stopped sync.Once
 	done    chan struct{}
 }
 
-func startWriter(cli *clientv3.Client) *writer {
+// writerPace spaces a writer's puts: a put that stalls past an election
+// timeout shows at any rate, and three timed tests' writers together keep
+// the machine far from busy (unpaced, each put the next at once).
+const writerPace = 10 * time.Millisecond
+
+func startWriter(t *testing.T, cli *clientv3.Client) *writer {
 	w := &writer{stop: make(chan struct{}), done: make(chan struct{})}
+	t.Cleanup(w.halt)
 	go func() {
 		defer close(w.done)
+		pace := time.NewTicker(writerPace)
+		defer pace.Stop()
 		for i := 0; ; i++ {
 			select {
 			case <-w.stop:
 				return
-			default:
+			case <-pace.C:
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			t0 := time.Now()
@@ -61,12 +71,17 @@ func startWriter(cli *clientv3.Client) *writer {
 	return w
 }
 
+// halt stops the writer and waits for it; again, it does nothing.
+func (w *writer) halt() {
+	w.stopped.Do(func() { close(w.stop) })
+	<-w.done
+}
+
 // finish stops the writer and checks no put failed or stalled for longer
 // than an election timeout.
 func (w *writer) finish(t *testing.T) {
 	t.Helper()
-	close(w.stop)
-	<-w.done
+	w.halt()
 	t.Logf("writer: %d puts, slowest %v", w.puts, w.slowest)
 	if len(w.failed) > 0 {
 		t.Errorf("%d puts failed, first: %v", len(w.failed), w.failed[0])
@@ -121,7 +136,7 @@ func TestVoterRolePromotesOnceCaughtUp(t *testing.T) {
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 3})
 	cli := c.Client(t)
 	fill(t, cli, "data/", 5000)
-	w := startWriter(cli)
+	w := startWriter(t, cli)
 	r := startReplica(t, bins, c, "r1", replicaOpts{Extra: []string{"--role", "voter", "--promote-hold", "2s", "--promote-max-lag", "1000"}})
 	harness.WaitFor(t, time.Minute, "the replica promoted: 4 voters", func() (bool, error) {
 		vs, _ := voters(t, cli)
@@ -286,7 +301,7 @@ func TestStandbyReplacesADeadVoter(t *testing.T) {
 	// Writes go through the leader, which stays up: a failed write is then
 	// the cluster's doing, not a dropped connection's.
 	wcli := client(t, leader.ClientURL)
-	w := startWriter(wcli)
+	w := startWriter(t, wcli)
 	followers[0].Proc.Kill()
 	killed := time.Now()
 	// --failover-after plus a few seconds: the hold, the lock, two

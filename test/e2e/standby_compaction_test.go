@@ -79,7 +79,7 @@ func promotedStandbyCompacts(t *testing.T, flags bool) {
 		}
 		return st.Leader == standbyID, fmt.Errorf("leader %x", st.Leader)
 	})
-	w := startWriter(client(t, leader.ClientURL, other.ClientURL))
+	w := startWriter(t, client(t, leader.ClientURL, other.ClientURL))
 	defer w.finish(t)
 	ctx := context.Background()
 	put, err := cli.Put(ctx, "compaction-mark", "x")

@@ -110,7 +110,7 @@ func netHostOf(t *testing.T, lan *harness.Net, ms ...*harness.Member) []*harness
 func keepThenReplace(t *testing.T, c *harness.Cluster, s *harness.Replica, leader, cut, other *harness.Member, cutOff func()) {
 	t.Helper()
 	cli := client(t, leader.ClientURL, other.ClientURL)
-	w := startWriter(client(t, leader.ClientURL))
+	w := startWriter(t, client(t, leader.ClientURL))
 	cutOff()
 	start := time.Now()
 	atCut := revision(t, c, leader)

@@ -121,7 +121,7 @@ func TestAHoldWithoutRightsIsRefused(t *testing.T) {
 // the read; a release (which only loosens) does not fail it, and a read
 // after any of these passes.
 func TestAHoldFencesTheStandbysSteps(t *testing.T) {
-	timed(t)
+	beside(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
 	cli := client(t, c.Endpoints()...)
 	ctx := context.Background()

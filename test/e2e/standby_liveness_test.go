@@ -31,7 +31,7 @@ func TestStandbyKeepsAVoterWhoseClientURLIsCut(t *testing.T) {
 		}
 	}
 	cli := client(t, c.Endpoints()...) // the members' own client URLs, not the proxies
-	w := startWriter(client(t, leader.ClientURL))
+	w := startWriter(t, client(t, leader.ClientURL))
 	ctx := context.Background()
 	cut := func(m *harness.Member) {
 		t.Helper()
