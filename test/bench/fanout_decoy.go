@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync"
 	"syscall"
@@ -12,13 +11,13 @@ import (
 	"github.com/understudy-kv/understudy/test/harness"
 )
 
-// pairedDecoy is a second cluster beside the fanout-paired rig: 1 primary,
-// 2 learner replicas and pairedE cascaded replicas fed by them, on the
+// pairedDecoy is a second cluster beside the fanout-paired rig: 1 primary
+// and the same readers as the measured rig's (readerLayout), on the
 // CPUs the measured rig's followers use. Its cascaded replicas run
 // whenever the measured rig's are stopped and are stopped whenever those
 // run, and it takes puts at the same rate in every put window. So both
 // arms carry the same processes doing the same work beside the leader —
-// 16 readers following, applying and answering their feeders — and differ
+// its readers following, applying and answering their feeders — and differ
 // only in whose readers they are: the measured leader's, or another
 // cluster's. Without it the stopped arm left CPU 1 idler, the followers
 // answered sooner (put p50 4 ms against 30 ms) and the leader batched
@@ -30,19 +29,13 @@ type pairedDecoy struct {
 	fan *fanoutRig
 }
 
-func startPairedDecoy(r *runner, p params) *pairedDecoy {
-	d := &pairedDecoy{fan: &fanoutRig{}}
+func startPairedDecoy(r *runner, p params, layout readerLayout) *pairedDecoy {
+	d := &pairedDecoy{}
 	d.c = harness.StartCluster(r, harness.ClusterConfig{N: 1, ExtraArgs: []string{"--election-timeout", "5000"}})
 	leader := d.c.WaitLeader(r, pairedLeaderWait)
 	populate(r, d.c.Client(r), p.keys, value256)
 	d.put = clients(r, leader.ClientURL, 1)[0]
-	for i := range 2 {
-		d.fan.replicas = append(d.fan.replicas, harness.StartReplica(r, d.c, harness.ReplicaConfig{Name: fmt.Sprintf("decoy-r%d", i+1), Extra: p.replicaArgs}))
-	}
-	for i := range pairedE {
-		a, b := d.fan.replicas[i%2].ClientURL, d.fan.replicas[1-i%2].ClientURL
-		d.fan.cascaded = append(d.fan.cascaded, harness.StartReplica(r, d.c, harness.ReplicaConfig{Name: fmt.Sprintf("decoy-c%d", i+1), Upstream: []string{a, b}, Extra: p.replicaArgs}))
-	}
+	d.fan = layout(r, d.c, p, "decoy-")
 	return d
 }
 

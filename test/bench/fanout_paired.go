@@ -144,8 +144,31 @@ type pairedRig struct {
 	gcs map[string][]float64
 }
 
-func startPairedRig(r *runner, p params) *pairedRig {
-	g := &pairedRig{p: p, fan: &fanoutRig{}, gcs: map[string][]float64{}}
+func startPairedRig(r *runner, p params) *pairedRig { return startPairedRigWith(r, p, flatLayout) }
+
+// readerLayout starts a rig's readers on c, their names prefixed with
+// prefix: its learner replicas and the cascaded replicas they feed.
+type readerLayout func(r *runner, c *harness.Cluster, p params, prefix string) *fanoutRig
+
+// flatLayout is the fanout-paired scenario's readers: 2 learner replicas
+// and pairedE cascaded replicas fed by them, half by each, the other as
+// their second upstream.
+func flatLayout(r *runner, c *harness.Cluster, p params, prefix string) *fanoutRig {
+	f := &fanoutRig{}
+	for i := range 2 {
+		f.replicas = append(f.replicas, harness.StartReplica(r, c, harness.ReplicaConfig{Name: fmt.Sprintf("%sr%d", prefix, i+1), Extra: p.replicaArgs}))
+	}
+	for i := range pairedE {
+		a, b := f.replicas[i%2].ClientURL, f.replicas[1-i%2].ClientURL
+		f.cascaded = append(f.cascaded, harness.StartReplica(r, c, harness.ReplicaConfig{Name: fmt.Sprintf("%sc%d", prefix, i+1), Upstream: []string{a, b}, Extra: p.replicaArgs}))
+	}
+	return f
+}
+
+// startPairedRigWith starts the measured cluster with its readers laid out
+// by layout, and the decoy beside it with the same readers.
+func startPairedRigWith(r *runner, p params, layout readerLayout) *pairedRig {
+	g := &pairedRig{p: p, gcs: map[string][]float64{}}
 	// An election timeout of 5 s, as the scale rig's: a leader that moves
 	// is no longer the one process measured.
 	g.c = harness.StartCluster(r, harness.ClusterConfig{N: 3, ExtraArgs: []string{"--election-timeout", "5000"}})
@@ -164,16 +187,10 @@ func startPairedRig(r *runner, p params) *pairedRig {
 	r.Logf("CPUs: %s", how)
 	populate(r, g.c.Client(r), p.keys, value256)
 	g.put = clients(r, g.leader.ClientURL, 1)[0]
-	for i := range 2 {
-		g.fan.replicas = append(g.fan.replicas, harness.StartReplica(r, g.c, harness.ReplicaConfig{Name: fmt.Sprintf("r%d", i+1), Extra: p.replicaArgs}))
-	}
-	for i := range pairedE {
-		a, b := g.fan.replicas[i%2].ClientURL, g.fan.replicas[1-i%2].ClientURL
-		g.fan.cascaded = append(g.fan.cascaded, harness.StartReplica(r, g.c, harness.ReplicaConfig{Name: fmt.Sprintf("c%d", i+1), Upstream: []string{a, b}, Extra: p.replicaArgs}))
-	}
+	g.fan = layout(r, g.c, p, "")
 	// Started after the pinning, as every process but the leader: the
 	// decoy shares the followers' CPUs.
-	g.decoy = startPairedDecoy(r, p)
+	g.decoy = startPairedDecoy(r, p, layout)
 	return g
 }
 

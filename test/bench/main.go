@@ -52,6 +52,8 @@ func scenarios(quick bool, out, consistency string) []scenarioSpec {
 		{"scale", []string{scaleID}, func(p params) ([]Row, error) { return scaleScenario(p, scalePlotDir(docs)) }},
 		{"fanout", []string{fanoutID}, fanoutScenario},
 		{"fanout-paired", []string{fanoutPairedID}, fanoutPairedScenario},
+		{"tiers", []string{tiersID}, tiersScenario},
+		{"tree", []string{treeID}, treeScenario},
 		{"backup", []string{backupID}, backupScenario},
 		{grpcProxyID, []string{grpcProxyID}, grpcProxyScenario},
 	}

@@ -100,6 +100,7 @@ func comparisons(rows []Row) []comparison {
 	}
 	cs = append(cs, fanoutComparisons()...)
 	cs = append(cs, fanoutPairedComparisons()...)
+	cs = append(cs, treeComparisons()...)
 	cs = append(cs, backupComparisons()...)
 	cs = append(cs, grpcProxyComparisons()...)
 	for _, r := range rows {
@@ -249,6 +250,8 @@ func (rep report) markdown() string {
 		{fanoutID, "Fan-out (`--only fanout`: 3 primaries, 2 learner replicas and E cascaded replicas fed by them, beside 3 stock etcd voters and 2 + E stock learners; leader CPU idle (and idle with the cascaded replicas stopped by SIGSTOP, in windows alternating with it), per put at a fixed rate, per strong read at a fixed rate over the cascaded replicas beside the same rate over 2 stock followers; RSS of a cascaded replica; in the cascaded rig's put rows the last column is the CPU-s of the 2 learner replicas that feed the cascaded ones)"},
 		{backupID, "Backups (`--only backup`: `etcdctl snapshot save` from the leader, a follower and a learner replica of 3 primaries, in rounds, the sources in rotating order; the leader's CPU meanwhile)"},
 		{fanoutPairedID, "Fan-out, paired windows (`--only fanout-paired`: 3 primaries, 2 learner replicas and 16 cascaded replicas fed by them, no stock rig; the leader idle, and under 100 puts/s, with the cascaded replicas running and stopped by SIGSTOP, in rounds of windows AB AB then BA BA; beside it a decoy cluster — 1 primary, 2 learner replicas, 16 cascaded replicas — whose 16 run whenever the measured ones are stopped and which takes the same puts, so that both arms carry the same load beside the leader; leader CPU from its threads' schedstat, and the bytes it sends its peers)"},
+		{tiersID, "Watch delivery per tier (`--only tiers`: 3 primaries, a learner replica, a cascaded replica fed by it and one fed by that one, nothing else on the host; a watch on each; p50 and p99 of the delay from the leader's acknowledgement of a put to its event, and, put by put, of what each tier adds to the one above; ops = events, errors = events that never came)"},
+		{treeID, "A tree of readers (`--only tree`: 3 primaries; a learner replica feeding 4 cascaded replicas, each feeding 15; the leader alone on CPU 0; under 20 puts/s, the 64 cascaded replicas running and stopped by SIGSTOP in rounds of windows AB AB then BA BA, a decoy cluster with the same readers running whenever these are stopped; the leader's CPU from its threads' schedstat and the bytes it sends its peers; the feeders' and the readers' CPU per put; then each reader's watch delivery, the decoy stopped; first, each idle reader's RSS)"},
 		{regionsSoakID, "Two regions held (`--only regions-ready`: the replica in region B a standby, ten minutes at each RTT under a light load; ops = /readyz answers ready or ops done, errors = not ready or failed)"},
 	} {
 		var rows []Row

@@ -342,13 +342,18 @@ func (g *scaleRig) rss(n int) []*scaleArm {
 }
 
 // rssMiB is process pid's resident set (VmRSS) in MiB, 0 if unreadable.
-func rssMiB(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+func rssMiB(pid int) float64 { return procMiB(pid, "status", "VmRSS") }
+
+// procMiB is field (in kB) of /proc/<pid>/<file>, in MiB; 0 if unreadable.
+// Fields of status (VmRSS, RssAnon, RssFile) and smaps_rollup (Pss: each
+// resident page divided by the processes that map it) are in this form.
+func procMiB(pid int, file, field string) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
 	if err != nil {
 		return 0
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(l, field+":"); ok {
 			f := strings.Fields(rest)
 			if len(f) > 0 {
 				kb, _ := strconv.ParseFloat(f[0], 64)

@@ -87,6 +87,15 @@ type params struct {
 	proxyWatchers                                             []int
 	proxyRounds, proxyReadRounds, proxyPutRate, proxyReadRate int
 	proxyWindow                                               time.Duration
+	// tierRounds are the tiers scenario's rounds of tierPuts puts at
+	// tierRate a second.
+	tierRounds, tierPuts, tierRate int
+	// treeMid and treeLeaves shape the tree scenario's readers (a learner
+	// replica feeding treeMid cascaded replicas, each feeding treeLeaves);
+	// its put windows last treeWindow, pairedRounds of each arm; its watch
+	// delivery runs treeDeliveryRounds rounds of treeDeliveryPuts puts.
+	treeMid, treeLeaves, treeDeliveryRounds, treeDeliveryPuts int
+	treeWindow                                                time.Duration
 	replicaArgs                                               []string
 }
 
@@ -95,7 +104,8 @@ func quickParams() params {
 		mirrorSourceRate: 100, mirrorSourceValue: 32768, mirrorSourceWindows: 2, mirrorSyncKeys: 2000, mirrorSyncValue: 4096, headersWindows: 4, headersWindow: 1500 * time.Millisecond,
 		scaleWriteRate: 300, scaleReadRate: 1000, scaleRounds: 2, scaleWindow: 3 * time.Second, fanoutBytes: 64 << 20,
 		pairedRounds: 2, pairedPutRate: 100, pairedWindow: 6 * time.Second, pairedPutWindow: 3 * time.Second,
-		proxyWatchers: []int{2000}, proxyRounds: 1, proxyReadRounds: 2, proxyPutRate: 100, proxyReadRate: 300, proxyWindow: 3 * time.Second}
+		proxyWatchers: []int{2000}, proxyRounds: 1, proxyReadRounds: 2, proxyPutRate: 100, proxyReadRate: 300, proxyWindow: 3 * time.Second,
+		tierRounds: 2, tierPuts: 200, tierRate: 100, treeMid: 2, treeLeaves: 3, treeDeliveryRounds: 1, treeDeliveryPuts: 100, treeWindow: 5 * time.Second}
 }
 
 func fullParams() params {
@@ -103,7 +113,8 @@ func fullParams() params {
 		mirrorSourceRate: 200, mirrorSourceValue: 32768, mirrorSourceWindows: 8, mirrorSyncKeys: 10000, mirrorSyncValue: 4096, headersWindows: 16, headersWindow: 2500 * time.Millisecond,
 		scaleWriteRate: 300, scaleReadRate: 1000, scaleRounds: 3, scaleWindow: 5 * time.Second, fanoutBytes: 1 << 30,
 		pairedRounds: 6, pairedPutRate: 100, pairedWindow: 2 * time.Minute, pairedPutWindow: 20 * time.Second,
-		proxyWatchers: []int{10000, 100000}, proxyRounds: 4, proxyReadRounds: 5, proxyPutRate: 100, proxyReadRate: 300, proxyWindow: 10 * time.Second}
+		proxyWatchers: []int{10000, 100000}, proxyRounds: 4, proxyReadRounds: 5, proxyPutRate: 100, proxyReadRate: 300, proxyWindow: 10 * time.Second,
+		tierRounds: 5, tierPuts: 1000, tierRate: 100, treeMid: 4, treeLeaves: 15, treeDeliveryRounds: 2, treeDeliveryPuts: 300, treeWindow: 30 * time.Second}
 }
 
 var value256 = strings.Repeat("v", 256)
