@@ -47,7 +47,15 @@ func deliveries(r *runner, put *clientv3.Client, urls []string, prefix string, n
 			defer wg.Done()
 			defer cli.Close()
 			seen := 0
+			defer func() {
+				if seen < n {
+					r.Logf("delivery: the watch at %s ended with %d of %d events: %v", u, seen, n, ctx.Err())
+				}
+			}()
 			for resp := range ch {
+				if err := resp.Err(); err != nil {
+					r.Logf("delivery: the watch at %s: %v", u, err)
+				}
 				now := time.Now()
 				for _, ev := range resp.Events {
 					if k, ok := index[string(ev.Kv.Key)]; ok && d.at[i][k].IsZero() {

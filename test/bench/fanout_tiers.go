@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -40,55 +39,16 @@ func (g *fanoutRig) watchTiers(r *runner) []Row {
 		name string
 		url  string
 	}{{tierLeader, s.uLeader.ClientURL}, {tierReplica, g.replicas[0].ClientURL}, {tierCascaded, g.cascaded[0].ClientURL}, {tierDepth2, depth2.ClientURL}}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	type got struct {
-		mu sync.Mutex
-		at map[string]time.Time
+	var urls []string
+	for _, tr := range tiers {
+		urls = append(urls, tr.url)
 	}
-	seen := make([]*got, len(tiers))
-	var wg sync.WaitGroup
-	for i, tr := range tiers {
-		seen[i] = &got{at: map[string]time.Time{}}
-		ch := clients(r, tr.url, 1)[0].Watch(ctx, "bench/tier/", clientv3.WithPrefix())
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for resp := range ch {
-				now := time.Now()
-				seen[i].mu.Lock()
-				for _, ev := range resp.Events {
-					seen[i].at[string(ev.Kv.Key)] = now
-				}
-				n := len(seen[i].at)
-				seen[i].mu.Unlock()
-				if n >= tierPuts {
-					return
-				}
-			}
-		}()
-	}
-	acked := map[string]time.Time{}
-	tick := time.NewTicker(time.Second / tierRate)
-	for n := range tierPuts {
-		<-tick.C
-		k := fmt.Sprintf("bench/tier/%04d", n)
-		if _, err := s.uPut.Put(ctx, k, value256); err != nil {
-			r.Fatalf("tiers: put: %v", err)
-		}
-		acked[k] = time.Now()
-	}
-	tick.Stop()
-	wg.Wait()
+	d := deliveries(r, s.uPut, urls, "bench/tier/", tierPuts, tierRate)
 	var rows []Row
 	for i, tr := range tiers {
-		var ds []time.Duration
-		for k, at := range seen[i].at {
-			ds = append(ds, max(0, at.Sub(acked[k])))
-		}
-		slices.Sort(ds)
+		ds, missed := d.delays(i)
 		rows = append(rows, Row{Scenario: fanoutID, Name: tr.name, Note: fmt.Sprintf("%d puts at %d/s through the leader; the delay from the put's acknowledgement to its event", tierPuts, tierRate),
-			Result: Result{Ops: len(ds), Seconds: float64(tierPuts) / tierRate, P50: percentile(ds, 0.5), P99: percentile(ds, 0.99)}})
+			Result: Result{Ops: len(ds), Errors: missed, Seconds: float64(tierPuts) / tierRate, P50: percentile(ds, 0.5), P99: percentile(ds, 0.99)}})
 		r.Logf("%-60s p50 %v p99 %v", tr.name, percentile(ds, 0.5), percentile(ds, 0.99))
 	}
 	depth2.Stop()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,11 +22,19 @@ const (
 	frontProxy    = "grpc-proxy"
 	frontLearner  = "a learner replica"
 	frontCascaded = "a cascaded replica"
+	// frontFollower is a voter that is not the leader: reads only (what a
+	// follower's linearizable read costs is issue 58's partner for a
+	// cascaded replica's strong read).
+	frontFollower = "a follower"
 )
 
 // proxyFronts are the fronts in the order a round begins with; rounds
 // rotate it.
 var proxyFronts = []string{frontProxy, frontLearner, frontCascaded}
+
+// proxyReadFronts are the fronts the read windows go through: the
+// watchers' and a follower.
+var proxyReadFronts = append(slices.Clone(proxyFronts), frontFollower)
 
 // proxyLeaderWait bounds the wait for the rig's first leader.
 const proxyLeaderWait = 30 * time.Second
@@ -43,7 +52,7 @@ type proxyFront struct {
 // proxyRig is the grpc-proxy scenario's cluster: 3 primaries (the leader
 // stays put: a 5 s election timeout), a learner replica r1, a cascaded
 // replica c1 fed by r1, and `etcd grpc-proxy start` of the stock v3.7.3
-// binary with the 3 voters as its endpoints.
+// binary with the 3 voters as its endpoints; and for reads, a follower.
 type proxyRig struct {
 	p      params
 	c      *harness.Cluster
@@ -73,8 +82,8 @@ func grpcProxyScenario(p params) ([]Row, error) {
 		g := startProxyRig(r, p)
 		rows = append(rows, g.reads(r)...)
 		g.fresh = map[string]float64{}
-		for _, f := range g.fronts {
-			g.fresh[f.name] = rssMiB(f.pid)
+		for _, f := range proxyFronts {
+			g.fresh[f] = rssMiB(g.fronts[f].pid)
 		}
 		for _, n := range p.proxyWatchers {
 			rows = append(rows, g.watchers(r, n)...)
@@ -99,6 +108,12 @@ func startProxyRig(r *runner, p params) *proxyRig {
 	g.fronts[frontProxy] = proxyFront{name: frontProxy, url: url, pid: proxy.PID()}
 	g.fronts[frontLearner] = proxyFront{name: frontLearner, url: r1.ClientURL, pid: r1.PID()}
 	g.fronts[frontCascaded] = proxyFront{name: frontCascaded, url: c1.ClientURL, pid: c1.PID(), feeder: r1.PID()}
+	for _, m := range g.c.Members {
+		if m != g.leader {
+			g.fronts[frontFollower] = proxyFront{name: frontFollower, url: m.ClientURL, pid: m.Proc.PID()}
+			break
+		}
+	}
 	for _, f := range g.fronts {
 		g.waitRevision(r, f)
 	}

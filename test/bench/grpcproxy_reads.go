@@ -137,7 +137,7 @@ func (g *proxyRig) reads(r *runner) []Row {
 func readArms() []readArm {
 	arms := []readArm{{}}
 	for _, m := range proxyReadModes {
-		for _, f := range proxyFronts {
+		for _, f := range proxyReadFronts {
 			arms = append(arms, readArm{f, m})
 		}
 	}

@@ -44,6 +44,10 @@ func grpcProxyComparisons() []comparison {
 		comparison{"linearizable read p50 through a cascaded replica vs through grpc-proxy", readName(lin, frontCascaded), readName(lin, frontProxy), "p50", "", ""},
 		comparison{"linearizable read p99 through a cascaded replica vs through grpc-proxy", readName(lin, frontCascaded), readName(lin, frontProxy), "p99", "", ""},
 		comparison{"serializable read p99 through a cascaded replica vs through grpc-proxy (its cache)", readName(ser, frontCascaded), readName(ser, frontProxy), "p99", "", ""},
+		comparison{"strong read p50 through a cascaded replica vs a linearizable read at a follower", readName(lin, frontCascaded), readName(lin, frontFollower), "p50", "≤ 1.3", ""},
+		comparison{"strong read p99 through a cascaded replica vs a linearizable read at a follower", readName(lin, frontCascaded), readName(lin, frontFollower), "p99", "≤ 1.2", ""},
+		comparison{"leader CPU per strong read through a cascaded replica vs per linearizable read at a follower (each less the puts alone)", readName(lin, frontCascaded), readName(lin, frontFollower), metricLeaderPerRead, "≤ 0.6", ""},
+		comparison{"strong read p50 through a learner replica vs a linearizable read at a follower", readName(lin, frontLearner), readName(lin, frontFollower), "p50", "", ""},
 	)
 }
 
@@ -59,7 +63,7 @@ func writeGRPCProxy(w func(string, ...any), all []Row, byName map[string]Row) {
 	if len(rows) == 0 {
 		return
 	}
-	w("\n## grpc-proxy beside the read tier (`--only grpc-proxy`: 3 primaries; in front of them etcd's `grpc-proxy start` (the stock v3.7.3 binary, the 3 voters as its endpoints), a learner replica and a cascaded replica fed by it, in one run; watchers and reads through each front in turn, in rounds whose order rotates, beside windows with neither; puts at a fixed rate through the leader throughout; CPU from each process's threads' schedstat; details in docs/cascaded.md, \"Cascaded replica or grpc-proxy?\")\n\n")
+	w("\n## grpc-proxy beside the read tier (`--only grpc-proxy`: 3 primaries; in front of them etcd's `grpc-proxy start` (the stock v3.7.3 binary, the 3 voters as its endpoints), a learner replica and a cascaded replica fed by it, in one run, and for reads a follower too; watchers and reads through each front in turn, in rounds whose order rotates, beside windows with neither; puts at a fixed rate through the leader throughout; CPU from each process's threads' schedstat; details in docs/cascaded.md, \"Cascaded replica or grpc-proxy?\")\n\n")
 	w("Watch delivery and the leader. Delivery from the put's acknowledgement to the event (mean of the windows' percentiles); the leader's CPU and peer bytes per put against the windows with no watchers (95 %% intervals over the rounds); the watchers grpc-proxy's watches made on the leader and on all voters:\n\n")
 	w("| watchers | over | front | events | missing | p50 | p99 | leader CPU-s/10k puts | vs no watchers | leader peer B/put | vs no watchers | watchers held by the leader / all voters |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	eachWatchRow(byName, func(n int, s watchShape, f, name string, r Row) {
@@ -84,7 +88,7 @@ func writeGRPCProxy(w func(string, ...any), all []Row, byName map[string]Row) {
 	w("\nReads at a fixed rate through each front, puts through the leader beside them. Each answer's header revision is judged against the last put acknowledged when the read was sent: below it, the answer misses a write its client could know of; its staleness is how long before the read the first write it misses was acknowledged. The leader's CPU per read is its CPU less that of the window of puts alone in the same round, over as long (95 %% intervals over the rounds):\n\n")
 	w("| mode | front | reads/s | errors | p50 | p99 | leader CPU-s/10k reads | answers behind the last acknowledged put | most revisions behind | staleness p99 | staleness max | front CPU %% | host busy %% |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, m := range proxyReadModes {
-		for _, f := range proxyFronts {
+		for _, f := range proxyReadFronts {
 			r, ok := byName[readName(m, f)]
 			if !ok {
 				continue
