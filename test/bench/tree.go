@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -47,11 +48,15 @@ func treeName(kind string) string { return "tree: " + kind }
 // fanout-paired, they would want more than it has.
 const treeRate = 10
 
-// treeAnnounceTTL is the cascaded replicas' --resolver-ttl in the tree: a
-// stopped window (30 s) would end the default 10 s announcement leases,
-// and the readers' announcing again (a lease, a put, a revoke each,
-// forwarded to the leader) would land in the running arm.
-const treeAnnounceTTL = "60"
+// treeAnnounceTTL is the cascaded replicas' --resolver-ttl in the tree:
+// longer than they are ever stopped (two windows in a row, as rounds
+// alternate AB BA) and a keep-alive period (a third of it). With the
+// default 10 s, and then 60 s, leases ended while they were stopped, and
+// their announcing again (a lease, a put, the old lease's revoke, each
+// forwarded to the leader and applied by every reader) landed in the
+// running arm: 1.14× the leader's peer bytes per put, in the windows after
+// two stopped ones.
+const treeAnnounceTTL = "180"
 
 // treeScenario measures issue 58's 64 readers: one learner replica
 // feeding p.treeMid cascaded replicas, each feeding p.treeLeaves more, on
@@ -203,6 +208,18 @@ func (g *pairedRig) treeDelivery(r *runner, p params) []Row {
 	var urls []string
 	for _, t := range tiers {
 		urls = append(urls, t...)
+	}
+	// Resumed, a reader knows no leader until its upstream is heard again:
+	// a watch that requires one is refused meanwhile.
+	for _, u := range urls {
+		cli := clients(r, u, 1)[0]
+		harness.WaitFor(r, time.Minute, u+" serves strong reads", func() (bool, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, err := cli.Get(ctx, "bench/tree/ready")
+			return err == nil, err
+		})
+		cli.Close()
 	}
 	var runs []delivered
 	for k := range p.treeDeliveryRounds {
