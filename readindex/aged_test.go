@@ -123,6 +123,62 @@ func TestBoundedReadIsNotCoveredByAnAgeableRound(t *testing.T) {
 	}
 }
 
+// A round that only replicas' upkeep waits for (ForUpkeep: a cascaded
+// replica's background round asked of this one) is background, so that
+// the upstream this one asks takes it as upkeep too and stays quiet; but
+// not ageable, since a read waits for its proof. A client's read waiting
+// beside makes the round a client's.
+func TestUpkeepReadsKeepTheirRoundBackground(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	reqs := make(chan ProofRequest, 4)
+	round := proverOf(func(_ context.Context, req ProofRequest) (Proof, error) {
+		reqs <- req
+		// Aged in every round: only an ageable one takes it.
+		return Proof{Aged: true, Age: 5 * time.Second}, nil
+	})
+	f := NewFreshness(zaptest.NewLogger(t), clock, time.Second, 0, time.Minute, round, nil)
+	f.periodNs.Store(int64(30 * time.Second)) // quiet: rounds every 30 s
+	clock.Advance(time.Minute)
+
+	upkeep := make(chan error, 1)
+	go func() { upkeep <- f.WaitFresh(ForUpkeep(context.Background()), clock.Now()) }()
+	waitUntil(t, func() bool { return f.Waiting() == 1 })
+	r := f.begin(false, false, true)
+	if !r.background || r.ageable {
+		t.Fatalf("a round only a replica's upkeep waits for: background %v, ageable %v; want background, not ageable", r.background, r.ageable)
+	}
+	f.run(context.Background(), r)
+	if req := recv(t, reqs); !req.Background || req.AcceptAged != 0 {
+		t.Fatalf("its ProofRequest %+v, want Background and no AcceptAged", req)
+	}
+	if err := recv(t, upkeep); err != nil {
+		t.Fatalf("the upkeep read after its round: %v", err)
+	}
+	if got := f.AsOf(); !got.Equal(r.start) {
+		t.Fatalf("AsOf = %v, want the round's start %v (no aged proof in a round a read waits for)", got, r.start)
+	}
+
+	// A client's strong read and a replica's upkeep wait: a client's round.
+	clock.Advance(time.Minute)
+	client := make(chan error, 1)
+	go func() { client <- f.WaitRound(context.Background()) }()
+	go func() { upkeep <- f.WaitFresh(ForUpkeep(context.Background()), clock.Now()) }()
+	waitUntil(t, func() bool { return f.Waiting() == 2 })
+	r = f.begin(false, false, true)
+	if r.background || r.ageable {
+		t.Fatalf("a round a client's read waits for: background %v, ageable %v; want neither", r.background, r.ageable)
+	}
+	f.run(context.Background(), r)
+	if req := recv(t, reqs); req.Background {
+		t.Fatalf("its ProofRequest %+v, want no Background", req)
+	}
+	for _, ch := range []chan error{client, upkeep} {
+		if err := recv(t, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // proverOf is a Prover of f.
 type proverOf func(ctx context.Context, req ProofRequest) (Proof, error)
 

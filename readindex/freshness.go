@@ -113,8 +113,10 @@ type Freshness struct {
 		// changed is closed, and replaced, whenever a round ends.
 		changed chan struct{}
 		// waiting counts reads waiting for a round; peak is the most
-		// that waited at once since the last round began.
-		waiting, peak int
+		// that waited at once since the last round began; upkeep: of
+		// those waiting, the reads a replica asked for its own upkeep
+		// (ForUpkeep), no client's.
+		waiting, peak, upkeep int
 		// pending counts the reads waiting for round started+1, which
 		// has not begun; oldest is when the first of them registered.
 		pending int
@@ -175,7 +177,8 @@ func (f *Freshness) Age() time.Duration {
 }
 
 // WaitFresh returns once the local store is known fresh as of need or later,
-// asking for own rounds as needed, or with ctx's error.
+// asking for own rounds as needed, or with ctx's error. A read of ctx
+// marked ForUpkeep is no client's (see there).
 func (f *Freshness) WaitFresh(ctx context.Context, need time.Time) error {
 	return f.wait(ctx, true,
 		func() bool { return !f.mu.asOf.Before(need) },
@@ -185,7 +188,8 @@ func (f *Freshness) WaitFresh(ctx context.Context, need time.Time) error {
 // WaitRound returns once a round that started after the call has completed:
 // the local store then holds every write acknowledged before the call, so a
 // local read is linearizable. A round already under way does not count: its
-// read index may predate the call.
+// read index may predate the call. A read of ctx marked ForUpkeep is no
+// client's (see there).
 func (f *Freshness) WaitRound(ctx context.Context) error {
 	f.mu.Lock()
 	target := f.mu.started + 1
@@ -283,13 +287,20 @@ func (f *Freshness) Waiting() int {
 // the next round, which must be an own round if own, and tells the loop.
 func (f *Freshness) wait(ctx context.Context, own bool, done, covered func() bool) error {
 	var reg uint64 // the round this read registered for; 0 if none
+	upkeep := isUpkeep(ctx)
 	f.mu.Lock()
 	f.mu.waiting++
 	f.mu.peak = max(f.mu.peak, f.mu.waiting)
+	if upkeep {
+		f.mu.upkeep++
+	}
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
 		f.mu.waiting--
+		if upkeep {
+			f.mu.upkeep--
+		}
 		if reg == f.mu.started+1 {
 			f.mu.pending--
 		}
@@ -326,4 +337,22 @@ func (f *Freshness) wait(ctx context.Context, own bool, done, covered func() boo
 			return ctx.Err()
 		}
 	}
+}
+
+// upkeepKey marks a context ForUpkeep.
+type upkeepKey struct{}
+
+// ForUpkeep marks the reads waiting with ctx (WaitRound, WaitFresh) as a
+// replica's upkeep, no client's (wire.BackgroundKey: a cascaded replica's
+// background round, asked of this one). A round that only such reads wait
+// for is still a background round (ProofRequest.Background): asked of an
+// upstream, it is upkeep there too, and does not wake it from quiet. It is
+// not ageable (ProofRequest.AcceptAged): a read waits for its proof.
+func ForUpkeep(ctx context.Context) context.Context {
+	return context.WithValue(ctx, upkeepKey{}, true)
+}
+
+func isUpkeep(ctx context.Context) bool {
+	v, _ := ctx.Value(upkeepKey{}).(bool)
+	return v
 }

@@ -35,9 +35,10 @@ type Prover interface {
 
 // ProofRequest says what a round may take for a proof.
 type ProofRequest struct {
-	// Background: no read waited for the round when it began (freshness
-	// only). A prover that asks another replica says so, so that the one
-	// asked does not count it as client demand (wire.BackgroundKey).
+	// Background: no client's read waited for the round when it began
+	// (freshness only, or replicas' upkeep: ForUpkeep). A prover that
+	// asks another replica says so, so that the one asked does not count
+	// it as client demand (wire.BackgroundKey).
 	Background bool
 	// AcceptAged is how much older than the request the proof may be: a
 	// quiet replica's background round, which an upstream may answer from

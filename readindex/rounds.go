@@ -27,7 +27,7 @@ func (f *Freshness) begin(wantOwn, hubUsable, ageable bool) (r round) {
 	f.mu.started++
 	// Its kind by the reads waiting now, which become its own.
 	k := kindOf(schedState{via: f.via != nil, hubUsable: hubUsable, ownWanted: f.mu.ownWanted,
-		background: f.mu.pending == 0 && f.mu.waiting == 0}, wantOwn, ageable)
+		background: f.mu.waiting == f.mu.upkeep, idle: f.mu.waiting == 0}, wantOwn, ageable)
 	r = round{n: f.mu.started, start: f.clock.Now(), viaHub: k.viaHub, hubSlot: k.hubSlot, background: k.background, ageable: k.ageable}
 	if r.hubSlot {
 		if f.mu.hubInFlight > 0 {
@@ -56,9 +56,9 @@ type round struct {
 	// viaHub: it goes through via; hubSlot: it counts among the rounds
 	// through hubs in flight (a hub was usable when it began).
 	viaHub, hubSlot bool
-	// background: no read waited for it when it began (see Background);
-	// ageable: it may prove the store fresh as of before its start (see
-	// ProofRequest.AcceptAged).
+	// background: no client's read waited for it when it began (see
+	// Background, ForUpkeep); ageable: it may prove the store fresh as of
+	// before its start (see ProofRequest.AcceptAged).
 	background, ageable bool
 }
 
@@ -194,7 +194,7 @@ func (f *Freshness) decide(now, lastStart time.Time, hubUsable bool) schedDecisi
 	s := schedState{now: now, interval: f.interval, idleInterval: f.idleInterval, quietInterval: f.quietInterval,
 		demand: f.mu.demand, active: f.mu.active, ownEnded: f.mu.ownEnded, ownBusy: f.mu.ownInFlight > 0,
 		lastStart: lastStart, failedAt: f.mu.failedAt, via: f.via != nil, hubUsable: hubUsable,
-		ownWanted: f.mu.ownWanted, background: f.mu.pending == 0 && f.mu.waiting == 0,
+		ownWanted: f.mu.ownWanted, background: f.mu.waiting == f.mu.upkeep, idle: f.mu.waiting == 0,
 		pending: f.mu.pending, peak: f.mu.peak, oldest: f.mu.oldest,
 		hubInFlight: f.mu.hubInFlight, hubMax: f.hubMax, hubTook: f.mu.hubTook, minGap: f.batch.minGap, maxWait: f.batch.maxWait}
 	f.mu.Unlock()

@@ -31,9 +31,9 @@ type schedState struct {
 	// via: rounds may go through hubs; hubUsable: one is usable now.
 	via, hubUsable bool
 	// ownWanted: a read waiting for the next round needs it own (a
-	// bounded read); background: no read waits (pending and waiting are
-	// zero).
-	ownWanted, background bool
+	// bounded read); background: no client's read waits (those waiting,
+	// if any, are replicas' upkeep: ForUpkeep); idle: no read waits.
+	ownWanted, background, idle bool
 	// The batch policy's inputs (batchState).
 	pending, peak       int
 	oldest              time.Time
@@ -62,8 +62,9 @@ type roundKind struct {
 	// viaHub: it goes through a hub (falling back to an own round);
 	// hubSlot: it counts among the hub rounds in flight (a hub was usable).
 	viaHub, hubSlot bool
-	// background: no read waited for it when it began; ageable: it may
-	// prove the store fresh as of before its start (a quiet replica's).
+	// background: no client's read waited for it when it began; ageable:
+	// it may prove the store fresh as of before its start (a quiet
+	// replica's, with no read waiting for it).
 	background, ageable bool
 }
 
@@ -114,11 +115,12 @@ func backgroundPeriod(s schedState) (time.Duration, bool) {
 // kindOf is the kind of round that starts now: own when it must be
 // (wantOwn: a background round is due) or a bounded read waits for it (a
 // bound is proved by own rounds only), else through a hub if there are
-// any; an own background round of a quiet replica may take an aged proof.
+// any; an own background round of a quiet replica that no read waits for
+// may take an aged proof.
 func kindOf(s schedState, wantOwn, quiet bool) roundKind {
 	k := roundKind{background: s.background}
 	k.viaHub = s.via && !wantOwn && !s.ownWanted
 	k.hubSlot = k.viaHub && s.hubUsable
-	k.ageable = quiet && k.background && !k.viaHub
+	k.ageable = quiet && s.idle && !k.viaHub
 	return k
 }

@@ -15,7 +15,7 @@ func TestSchedule(t *testing.T) {
 	// at t0, the last client request came at t0, no read waits.
 	base := func() schedState {
 		return schedState{now: t0, interval: 100 * time.Millisecond, idleInterval: time.Second, quietInterval: 30 * time.Second,
-			active: t0, ownEnded: t0, background: true, minGap: 5 * time.Millisecond}
+			active: t0, ownEnded: t0, background: true, idle: true, minGap: 5 * time.Millisecond}
 	}
 	for _, tc := range []struct {
 		name string
@@ -32,6 +32,9 @@ func TestSchedule(t *testing.T) {
 			"period 1s; due; start own background"},
 		{"no request for the quiet interval: quiet, and its background round may be aged", func(s *schedState) { s.now = at(30 * time.Second) },
 			"period 30s quiet; due; start own background ageable"},
+		{"quiet, a replica's upkeep waits (a bounded read, ForUpkeep): own, background, not aged", func(s *schedState) {
+			s.now, s.ownEnded, s.pending, s.peak, s.oldest, s.idle, s.ownWanted = at(40*time.Second), at(30*time.Second), 1, 1, at(40*time.Second), false, true
+		}, "period 30s quiet; start own background"},
 		{"a quiet replica with a round due only later", func(s *schedState) { s.now, s.ownEnded = at(40*time.Second), at(30*time.Second) },
 			"period 30s quiet; wake " + at(60*time.Second).Format("15:04:05.000")},
 		{"a quiet interval not above the others is never used", func(s *schedState) { s.now, s.quietInterval = at(2*time.Minute), time.Second },
@@ -39,24 +42,24 @@ func TestSchedule(t *testing.T) {
 		{"an own round under way: nothing is due", func(s *schedState) { s.now, s.ownBusy = at(5*time.Second), true },
 			"period 1s"},
 		{"a strong read waits: a round at once, for it", func(s *schedState) {
-			s.now, s.pending, s.peak, s.oldest, s.background = at(10*time.Millisecond), 1, 1, at(10*time.Millisecond), false
+			s.now, s.pending, s.peak, s.oldest, s.background, s.idle = at(10*time.Millisecond), 1, 1, at(10*time.Millisecond), false, false
 		}, "period 1s; start own"},
 		{"a strong read waits with hubs usable: through a hub", func(s *schedState) {
-			s.now, s.pending, s.peak, s.oldest, s.background, s.via, s.hubUsable, s.hubMax = at(10*time.Millisecond), 1, 1, at(10*time.Millisecond), false, true, true, 2
+			s.now, s.pending, s.peak, s.oldest, s.background, s.idle, s.via, s.hubUsable, s.hubMax = at(10*time.Millisecond), 1, 1, at(10*time.Millisecond), false, false, true, true, 2
 		}, "period 1s; start hub slot"},
 		{"a bounded read waits: own, even with hubs", func(s *schedState) {
-			s.now, s.pending, s.peak, s.oldest, s.background, s.via, s.hubUsable, s.ownWanted = at(10*time.Millisecond), 1, 1, at(10*time.Millisecond), false, true, true, true
+			s.now, s.pending, s.peak, s.oldest, s.background, s.idle, s.via, s.hubUsable, s.ownWanted = at(10*time.Millisecond), 1, 1, at(10*time.Millisecond), false, false, true, true, true
 		}, "period 1s; start own"},
 		{"hubs but none usable: through via, falling back, no slot", func(s *schedState) {
-			s.now, s.pending, s.peak, s.oldest, s.background, s.via = at(10*time.Millisecond), 1, 1, at(10*time.Millisecond), false, true
+			s.now, s.pending, s.peak, s.oldest, s.background, s.idle, s.via = at(10*time.Millisecond), 1, 1, at(10*time.Millisecond), false, false, true
 		}, "period 1s; start hub"},
 		{"a background round due with hubs: own", func(s *schedState) { s.now, s.via, s.hubUsable = at(time.Second), true, true },
 			"period 1s; due; start own background"},
 		{"a read waits, but the last round started under minGap ago", func(s *schedState) {
-			s.now, s.lastStart, s.pending, s.peak, s.oldest, s.background = at(2*time.Millisecond), t0, 1, 1, at(2*time.Millisecond), false
+			s.now, s.lastStart, s.pending, s.peak, s.oldest, s.background, s.idle = at(2*time.Millisecond), t0, 1, 1, at(2*time.Millisecond), false, false
 		}, "period 1s; wake " + at(5*time.Millisecond).Format("15:04:05.000")},
 		{"a read waits after a failed round: the retry gap", func(s *schedState) {
-			s.now, s.failedAt, s.pending, s.peak, s.oldest, s.background = at(time.Millisecond), t0, 1, 1, at(time.Millisecond), false
+			s.now, s.failedAt, s.pending, s.peak, s.oldest, s.background, s.idle = at(time.Millisecond), t0, 1, 1, at(time.Millisecond), false, false
 		}, "period 1s; wake " + at(roundRetryGap).Format("15:04:05.000")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,17 +73,21 @@ func TestSchedule(t *testing.T) {
 }
 
 // A round's kind is decided again when it begins, by the reads waiting
-// then: a read that registered after the decision makes it no background
-// round (and so never an aged one), and a bounded read makes it own.
+// then: a client's read that registered after the decision makes it no
+// background round, any read makes it no aged one, and a bounded read
+// makes it own.
 func TestKindOfWhenTheRoundBegins(t *testing.T) {
 	for _, tc := range []struct {
 		s              schedState
 		wantOwn, quiet bool
 		want           roundKind
 	}{
-		{schedState{background: true}, true, true, roundKind{background: true, ageable: true}},
+		{schedState{background: true, idle: true}, true, true, roundKind{background: true, ageable: true}},
 		{schedState{background: false}, true, true, roundKind{}},
-		{schedState{background: true, via: true, hubUsable: true}, false, true, roundKind{viaHub: true, hubSlot: true, background: true}},
+		// Only replicas' upkeep waits: background, but its proof must be
+		// as of its start.
+		{schedState{background: true, ownWanted: true}, false, true, roundKind{background: true}},
+		{schedState{background: true, idle: true, via: true, hubUsable: true}, false, true, roundKind{viaHub: true, hubSlot: true, background: true}},
 		{schedState{via: true, hubUsable: true, ownWanted: true}, false, false, roundKind{}},
 		{schedState{via: true}, false, false, roundKind{viaHub: true}},
 	} {

@@ -128,9 +128,19 @@ func (s *kvServer) forwarded(ctx context.Context, method string, h *pb.ResponseH
 // serve it: for a strong read, until a ReadIndex round that started after
 // the read arrived has been applied here (shared with every read waiting for
 // one); for a bounded read, until the store is known fresh within the bound.
+// A replica's upkeep (wire.BackgroundKey) waits as such
+// (readindex.ForUpkeep): a round only it waits for is upkeep here too.
 func (s *kvServer) readMode(ctx context.Context, serializable bool) (string, error) {
-	if !serializable {
+	background := isBackground(ctx)
+	wait := func() (context.Context, context.CancelFunc) {
 		wctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+		if background {
+			wctx = readindex.ForUpkeep(wctx)
+		}
+		return wctx, cancel
+	}
+	if !serializable {
+		wctx, cancel := wait()
 		defer cancel()
 		if err := s.fresh.WaitRound(wctx); err != nil {
 			if ctx.Err() != nil {
@@ -147,7 +157,7 @@ func (s *kvServer) readMode(ctx context.Context, serializable bool) (string, err
 	if bound == 0 {
 		return modeWeak, nil
 	}
-	if !isBackground(ctx) {
+	if !background {
 		// A replica's upkeep (wire.BackgroundKey: a bounded read a
 		// replica fed by this one answers from its last round) is no
 		// client's demand for rounds.
@@ -156,7 +166,7 @@ func (s *kvServer) readMode(ctx context.Context, serializable bool) (string, err
 	need := s.clock.Now().Add(-bound)
 	if s.fresh.AsOf().Before(need) {
 		s.m.boundedWaits.Inc()
-		wctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+		wctx, cancel := wait()
 		defer cancel()
 		if err := s.fresh.WaitFresh(wctx, need); err != nil {
 			return "", grpcError(fmt.Errorf("%w (bound %v, fresh as of %v ago): %v", ErrTooStale, bound, s.fresh.Age().Round(time.Millisecond), err))

@@ -304,8 +304,12 @@ func TestCascadedReplicaWatchersThroughAnUpstreamKill(t *testing.T) {
 // background rounds) is no client demand (wire.BackgroundKey); and their
 // background rounds are answered from the upstream's own last round
 // (understudy_cascade_aged_rounds_total), so they cost it, and the leader,
-// no round: the upstream's rounds are its own. A strong read through a
-// cascaded replica wakes both.
+// no round of their own. One tier further down, a reader's upkeep that its
+// cascaded upstream cannot answer from its last round (older than the
+// reader's period) makes that upstream do a round: upkeep still, so the
+// learner replica asked stays quiet too (it went to a round a second: the
+// upstream's round, with a read waiting, was taken for a client's). A
+// strong read through a cascaded replica wakes the chain above it.
 func TestCascadedReplicasLetTheirUpstreamGoQuiet(t *testing.T) {
 	timed(t)
 	bins := harness.Binaries(t)
@@ -318,12 +322,13 @@ func TestCascadedReplicasLetTheirUpstreamGoQuiet(t *testing.T) {
 		// allow for the upstream proof's age (readindex.ProofLag).
 		crs = append(crs, cascaded(t, c, fmt.Sprintf("c%d", i+1), []string{r.ClientURL}, append([]string{"--ready-max-staleness", "2s"}, quiet...)...))
 	}
+	leaf := cascaded(t, c, "c3", []string{crs[0].ClientURL}, append([]string{"--ready-max-staleness", "2s"}, quiet...)...)
 	period := func(url string) float64 {
 		v, _ := harness.MustScrape(t, url+"/metrics").Value("understudy_replica_freshness_period_seconds")
 		return v
 	}
 	allQuiet := func() (bool, error) {
-		for _, u := range []string{r.ClientURL, crs[0].ClientURL, crs[1].ClientURL} {
+		for _, u := range []string{r.ClientURL, crs[0].ClientURL, crs[1].ClientURL, leaf.ClientURL} {
 			if p := period(u); p != 3 {
 				return false, fmt.Errorf("%s: rounds every %vs", u, p)
 			}
@@ -338,7 +343,15 @@ func TestCascadedReplicasLetTheirUpstreamGoQuiet(t *testing.T) {
 	switches := func() float64 {
 		return metric(t, crs[0].ClientURL, "understudy_cascade_upstream_switches_total") + metric(t, crs[1].ClientURL, "understudy_cascade_upstream_switches_total")
 	}
-	upstream0, aged0, switches0, start := rounds(r.ClientURL), aged(), switches(), time.Now()
+	// Rounds of c1 and c2 not answered from the upstream's last: each is
+	// one of the upstream's.
+	notAged := func() float64 { return rounds(crs[0].ClientURL) + rounds(crs[1].ClientURL) - aged() }
+	// Bounded reads that waited for a round of the upstream's: c1's and
+	// c2's auth confirmations (a bounded read of 1 s) while c3 calls c1,
+	// and their upkeep asked when the upstream's last round was older
+	// than their period.
+	waits := func() float64 { return metric(t, r.ClientURL, "understudy_replica_bounded_read_waits_total") }
+	upstream0, aged0, notAged0, waits0, switches0, start := rounds(r.ClientURL), aged(), notAged(), waits(), switches(), time.Now()
 	// Held quiet over several compaction checks (every 5 s) and rounds.
 	deadline := time.Now().Add(12 * time.Second)
 	for time.Now().Before(deadline) {
@@ -362,13 +375,20 @@ func TestCascadedReplicasLetTheirUpstreamGoQuiet(t *testing.T) {
 		t.Errorf("the cascaded replicas left their upstream %v times while it was quiet and the cluster wrote nothing", n)
 	}
 	periods := time.Since(start).Seconds() / 3
-	upstream, byAge := rounds(r.ClientURL)-upstream0, aged()-aged0
-	t.Logf("in %.1f quiet periods: the upstream did %.0f rounds, the cascaded replicas %.0f answered from its last", periods, upstream, byAge)
+	upstream, byAge, forBelow, waited := rounds(r.ClientURL)-upstream0, aged()-aged0, notAged()-notAged0, waits()-waits0
+	t.Logf("in %.1f quiet periods: the upstream did %.0f rounds, %.0f bounded reads waited for one; the cascaded replicas %.0f answered from its last and %.0f not (for c3's upkeep)", periods, upstream, waited, byAge, forBelow)
 	if byAge < 2*(periods-2) {
 		t.Errorf("the cascaded replicas' upkeep was answered from the upstream's last round %.0f times in %.1f periods, want about %.0f", byAge, periods, 2*periods)
 	}
-	if upstream > periods+2 {
-		t.Errorf("the upstream did %.0f rounds in %.1f quiet periods: its cascaded replicas' upkeep costs it rounds", upstream, periods)
+	// Its rounds: its own, one a period, one for each of c1's rounds for
+	// c3's upkeep (c1's last proof older than c3's period: at most one a
+	// period), and at most one for each bounded read that waited; a
+	// round a second (woken) would be about 12.
+	if forBelow > periods+1 {
+		t.Errorf("c1 and c2 did %.0f rounds not answered from their upstream's last in %.1f quiet periods, want at most one a period (c3's upkeep)", forBelow, periods)
+	}
+	if upstream > periods+forBelow+waited+1 {
+		t.Errorf("the upstream did %.0f rounds in %.1f quiet periods, %.0f for c1's and c2's rounds, %.0f bounded reads waiting: its cascaded replicas' upkeep costs it rounds", upstream, periods, forBelow, waited)
 	}
 	for _, cr := range crs {
 		// Fresh within two periods and a round: its own period and its
