@@ -56,6 +56,7 @@ func scenarios(quick bool, out, consistency string) []scenarioSpec {
 		{"tree", []string{treeID}, treeScenario},
 		{"backup", []string{backupID}, backupScenario},
 		{grpcProxyID, []string{grpcProxyID}, grpcProxyScenario},
+		{storageSuiteID, []string{storageSuiteID}, storageSuiteScenario},
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 
 // askedOnly are the scenarios a run without --only leaves out: they take
 // longer than the full run's budget allows, and run with --only.
-var askedOnly = map[string]bool{"regions": true, "regions-ready": true, "scale": true, "fanout": true, "fanout-paired": true, "backup": true, grpcProxyID: true, tiersID: true, treeID: true}
+var askedOnly = map[string]bool{"regions": true, "regions-ready": true, "scale": true, "fanout": true, "fanout-paired": true, "backup": true, grpcProxyID: true, tiersID: true, treeID: true, storageSuiteID: true}
 
 const (
 	// regionsID is the Row.Scenario of the regions scenario's rows.

@@ -280,6 +280,7 @@ func (rep report) markdown() string {
 		writeNotes(w, rows)
 	}
 	writeGRPCProxy(w, rep.Rows, byName)
+	writeStorageSuite(w, rep.Rows)
 	return b.String()
 }
 

@@ -3,11 +3,15 @@
 // Markdown table, and which of its tests failed:
 //
 //	go test -json -run TestStorageConformance -targets cascaded,replica,voter,grpc-proxy . | go run ./summary
+//
+// With -json it prints the same as a JSON array of Target (the bench's
+// storage-suite scenario reads it).
 package main
 
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -28,7 +32,18 @@ type tally struct {
 	failedTests             []string
 }
 
+// Target is one target's tally, as -json prints it.
+type Target struct {
+	Target      string   `json:"target"`
+	Passed      int      `json:"passed"`
+	Failed      int      `json:"failed"`
+	Skipped     int      `json:"skipped"`
+	FailedTests []string `json:"failed_tests"`
+}
+
 func main() {
+	asJSON := flag.Bool("json", false, "print a JSON array of {target, passed, failed, skipped, failed_tests} instead of a Markdown table")
+	flag.Parse()
 	tallies, order, err := read(os.Stdin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "summary:", err)
@@ -37,6 +52,18 @@ func main() {
 	if len(order) == 0 {
 		fmt.Fprintln(os.Stderr, "summary: no TestStorageConformance cases on stdin; pipe `go test -json -run TestStorageConformance .` into it")
 		os.Exit(1)
+	}
+	if *asJSON {
+		out := []Target{}
+		for _, name := range order {
+			t := tallies[name]
+			out = append(out, Target{Target: name, Passed: t.passed, Failed: t.failed, Skipped: t.skipped, FailedTests: append([]string{}, t.failedTests...)})
+		}
+		if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
+			fmt.Fprintln(os.Stderr, "summary:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	fmt.Println("| target | cases passed | failed | skipped | the suite's tests that failed |")
 	fmt.Println("|---|---:|---:|---:|---|")
