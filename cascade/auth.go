@@ -140,12 +140,14 @@ type authz struct {
 	clock      clockwork.Clock
 	// interval is AuthRefreshInterval: the copy is confirmed that often
 	// while calls come (demand), not at all while none do. A call checked
-	// with a copy of an auth-enabled source confirmed longer than fresh
-	// ago waits (at most maxWait) for the next confirmation.
+	// with a copy confirmed longer than fresh ago waits (at most maxWait)
+	// for the next confirmation (see Permit for a source with auth off).
 	interval, fresh, maxWait time.Duration
 	view                     atomic.Pointer[authView]
 	demand                   atomic.Bool
-	kick                     chan struct{}
+	// failing: the last refresh failed (no upstream answered).
+	failing atomic.Bool
+	kick    chan struct{}
 	// checked is when (Unix ns) an upstream last confirmed view's rev;
 	// confirmed is closed at the next confirmation.
 	checked   atomic.Int64
@@ -222,7 +224,13 @@ func (a *authz) confirm(now time.Time) {
 // waitConfirmed returns once the copy was confirmed within fresh, asking
 // the loop for a confirmation if it was not; Unavailable if none comes
 // within maxWait or ctx.
-func (a *authz) waitConfirmed(ctx context.Context) error {
+func (a *authz) waitConfirmed(ctx context.Context) error { return a.waitConfirmedFor(ctx, a.maxWait) }
+
+// waitConfirmedFor is waitConfirmed waiting at most limit.
+func (a *authz) waitConfirmedFor(ctx context.Context, limit time.Duration) error {
+	if a.clock.Since(time.Unix(0, a.checked.Load())) <= a.fresh {
+		return nil // every call's path while calls come: no lock
+	}
 	var t clockwork.Timer
 	for {
 		a.mu.Lock()
@@ -237,7 +245,7 @@ func (a *authz) waitConfirmed(ctx context.Context) error {
 		default:
 		}
 		if t == nil {
-			t = a.clock.NewTimer(a.maxWait) // once: maxWait in all
+			t = a.clock.NewTimer(limit) // once: limit in all
 			defer t.Stop()
 		}
 		select {
@@ -271,6 +279,7 @@ func (a *authz) run(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, a.interval+5*time.Second)
 		old, err := a.refresh(rctx, a.clock.Now())
 		cancel()
+		a.failing.Store(err != nil)
 		old.retire()
 		if err != nil && ctx.Err() == nil {
 			a.lg.Warn("could not confirm the source's auth; keeping the copy", zap.Error(err))
@@ -309,11 +318,25 @@ func (a *authz) IssueAt(ctx context.Context) (func(token, user string), error) {
 
 // Permit runs check, one of etcd's auth checks, for ctx's caller on the
 // copy of the source's auth, confirmed within fresh (it waits for that);
-// with the source's auth off, it permits all.
+// with the source's auth off, it permits all. A copy with auth off is
+// confirmed too, after a quiet spell: the source may have turned auth on
+// meanwhile (the first calls after one were served to anyone until the
+// next refresh); but while no upstream answers (the last refresh failed,
+// or none comes within interval: an upstream that answers confirms within
+// milliseconds), a source with auth off is served, so that weak reads
+// outlive an upstream's outage (docs/cascaded.md: the known limit).
 func (a *authz) Permit(ctx context.Context, check func(auth.AuthStore, *auth.AuthInfo) error) error {
 	a.demand.Store(true)
 	if v := a.view.Load(); v == nil || !v.enabled {
-		return nil
+		if a.failing.Load() {
+			return nil
+		}
+		if err := a.waitConfirmedFor(ctx, a.interval); err != nil && ctx.Err() != nil {
+			return err
+		}
+		if v := a.view.Load(); v == nil || !v.enabled {
+			return nil
+		}
 	}
 	if err := a.waitConfirmed(ctx); err != nil {
 		return err

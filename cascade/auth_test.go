@@ -119,15 +119,104 @@ func TestAuthzWaitsForAConfirmation(t *testing.T) {
 // With the source's auth off, everything is permitted, and no token is
 // recorded.
 func TestAuthzAuthOff(t *testing.T) {
-	a := newAuthz(zap.NewNop(), clockwork.NewFakeClock(), t.TempDir(), nil, time.Second, nil)
+	clock := clockwork.NewFakeClock()
+	a := newAuthz(zap.NewNop(), clock, t.TempDir(), nil, time.Second, nil)
 	v, err := a.build(authState{rev: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.view.Store(v)
+	a.confirm(clock.Now())
 	issue(t, a, "t", "alice")
 	if err := a.Permit(context.Background(), rangeCheck("x")); err != nil || len(a.tokens) != 0 {
 		t.Fatalf("auth off: %v, tokens %v", err, a.tokens)
+	}
+}
+
+// A copy of a source with auth off, confirmed longer than twice the
+// interval ago (a quiet spell), permits nothing until it is confirmed
+// again: meanwhile the source may have turned auth on, and the call is
+// then checked by the new copy.
+func TestAuthzConfirmsACopyWithAuthOff(t *testing.T) {
+	now := time.Now()
+	clock := clockwork.NewFakeClockAt(now)
+	a := newAuthz(zap.NewNop(), clock, t.TempDir(), nil, time.Second, nil)
+	off, err := a.build(authState{rev: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.view.Store(off)
+	a.confirm(now)
+	clock.Advance(3 * time.Second)
+	done := make(chan error, 1)
+	go func() { done <- a.Permit(context.Background(), rangeCheck("pub/a")) }()
+	recv := func() error {
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatal("Permit did not return")
+			return nil
+		}
+	}
+	select {
+	case <-a.kick:
+	case err := <-done:
+		t.Fatalf("a copy with auth off confirmed 3 s ago permitted a call without asking for a confirmation: %v", err)
+	}
+	// The loop's refresh: the source turned auth on.
+	on, err := a.build(authState{enabled: true, rev: 4, users: map[string][]string{"root": {"root"}}, roles: map[string][]*authpb.Permission{"root": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(on.close)
+	a.view.Store(on)
+	a.confirm(clock.Now())
+	if err := recv(); !errors.Is(err, auth.ErrUserEmpty) {
+		t.Fatalf("an anonymous call once the source turned auth on: %v, want %v", err, auth.ErrUserEmpty)
+	}
+}
+
+// While no upstream answers, a copy of a source with auth off is served
+// (weak reads outlive an upstream's outage): after the interval when the call
+// asked for a confirmation that did not come, at once while the last
+// refresh failed.
+func TestAuthzServesAuthOffWhileNoUpstreamAnswers(t *testing.T) {
+	now := time.Now()
+	clock := clockwork.NewFakeClockAt(now)
+	a := newAuthz(zap.NewNop(), clock, t.TempDir(), nil, time.Second, nil)
+	off, err := a.build(authState{rev: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.view.Store(off)
+	a.confirm(now)
+	clock.Advance(3 * time.Second)
+	done := make(chan error, 1)
+	go func() { done <- a.Permit(context.Background(), rangeCheck("pub/a")) }()
+	bctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := clock.BlockUntilContext(bctx, 1); err != nil { // its timer
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("no confirmation within the interval, auth off: %v, want served", err)
+		}
+	case <-bctx.Done():
+		t.Fatal("Permit did not return after the interval")
+	}
+	a.failing.Store(true)
+	<-a.kick // the first call's
+	if err := a.Permit(context.Background(), rangeCheck("pub/a")); err != nil {
+		t.Fatalf("the last refresh failed, auth off: %v, want served", err)
+	}
+	select {
+	case <-a.kick:
+		t.Fatal("a call asked for a confirmation while the last refresh failed, auth off")
+	default:
 	}
 }
 

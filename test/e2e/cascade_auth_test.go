@@ -329,3 +329,36 @@ func TestCascadedReplicaAtDepthTwoEndsTokensAtAPasswordChange(t *testing.T) {
 		alice.Close()
 	}
 }
+
+// A cascaded replica of a cluster with auth off, quiet for longer than its
+// copy of the source's auth counts as confirmed, refuses an anonymous
+// caller right after the source turns auth on: the copy that said auth was
+// off is confirmed before it permits anything (it was not: the first calls
+// after a quiet spell were served to anyone until the next refresh).
+func TestCascadedReplicaRefusesAnonymousCallsOnceAuthIsOn(t *testing.T) {
+	beside(t)
+	bins := harness.Binaries(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{N: 1})
+	r := startReplica(t, bins, c, "r1", replicaOpts{})
+	v := c.Endpoints()
+	for _, args := range authSetup[:len(authSetup)-1] { // all but auth enable
+		harness.MustEtcdctl(t, bins, v, args...)
+	}
+	cc := cascaded(t, c, "c1", []string{r.ClientURL}, "--user", "root:rootpw")
+	if out, err := harness.Etcdctl(t, bins, []string{cc.ClientURL}, "get", "secret/a", "--print-value-only"); err != nil || out != "2\n" {
+		t.Fatalf("an anonymous read with auth off: %q %v", out, err)
+	}
+	// The scenario's quiet spell: nobody calls the replica for longer than
+	// its copy counts as confirmed (2 s); not a synchronisation.
+	time.Sleep(3 * time.Second)
+	harness.MustEtcdctl(t, bins, v, "auth", "enable")
+	for _, consistency := range []string{"s", "l"} {
+		out, err := harness.Etcdctl(t, bins, []string{cc.ClientURL}, "get", "secret/a", "--print-value-only", "--consistency="+consistency)
+		if err == nil || !strings.Contains(err.Error(), "user name is empty") {
+			t.Errorf("an anonymous read (consistency %s) right after auth was turned on: %q %v, want user name is empty", consistency, out, err)
+		}
+	}
+	if out, err := harness.Etcdctl(t, bins, []string{cc.ClientURL}, "--user", "alice:alicepw", "get", "pub/a", "--print-value-only"); err != nil || out != "1\n" {
+		t.Errorf("alice's permitted read once auth is on: %q %v", out, err)
+	}
+}
