@@ -354,5 +354,5 @@ func (w *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	if w.wrap != nil {
 		stream = w.wrap(stream)
 	}
-	return w.etcd.Watch(stream)
+	return shardedWatch(w.etcd, stream)
 }
