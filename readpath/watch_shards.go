@@ -66,6 +66,8 @@ type watchShards struct {
 		// pending are the client's progress requests not yet answered,
 		// oldest first (progress).
 		pending []*progressRequest
+		// ending: shardedWatch is waiting for the shards; none starts.
+		ending bool
 	}
 }
 
@@ -87,6 +89,9 @@ type watchShard struct {
 	asked  int
 	sealed bool
 	gone   bool
+	// holdsSend: it holds sendMu between the fragments of a response
+	// (its send loop's alone).
+	holdsSend bool
 }
 
 type shardCreate struct {
@@ -120,18 +125,32 @@ func shardedWatch(etcd pb.WatchServer, client pb.Watch_WatchServer) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	s.mu.Lock()
+	s.mu.ending = true
+	s.mu.Unlock()
 	cancel()
 	s.wg.Wait()
+	if cerr := client.Context().Err(); cerr != nil {
+		// Its own error, as etcd's watch server returns it: a
+		// require-leader stream ended for want of a leader says so
+		// (leaderWatch's context), which contexts derived from it do not.
+		err = cerr
+	}
 	if errors.Is(err, context.Canceled) {
 		err = rpctypes.ErrGRPCWatchCanceled // as etcd's watch server says it
 	}
 	return err
 }
 
-// addShard starts one of etcd's streams. With mu held.
+// addShard starts one of etcd's streams (none once the stream ends: its
+// shard takes nothing). With mu held.
 func (s *watchShards) addShard() *watchShard {
 	ctx, cancel := context.WithCancel(s.ctx)
 	sh := &watchShard{Watch_WatchServer: s.client, s: s, reqs: make(chan *pb.WatchRequest, 16), ctx: ctx, cancel: cancel}
+	if s.mu.ending {
+		cancel()
+		return sh
+	}
 	s.mu.shards = append(s.mu.shards, sh)
 	s.wg.Add(1)
 	go func() {
@@ -168,13 +187,15 @@ func (sh *watchShard) Recv() (*pb.WatchRequest, error) {
 // Send takes etcd's stream's answers to the client.
 func (sh *watchShard) Send(r *pb.WatchResponse) error { return sh.s.forward(sh, r) }
 
-// route hands r to sh, unless the stream ends first.
+// route hands r to sh, unless the stream ends first; a shard ended
+// meanwhile (dropIfIdle: it has no watcher) takes nothing, as etcd's
+// stream answers a progress request or a cancel of no watcher nothing.
 func (s *watchShards) route(sh *watchShard, r *pb.WatchRequest) error {
 	select {
 	case sh.reqs <- r:
 		return nil
 	case <-sh.ctx.Done():
-		return sh.ctx.Err()
+		return s.ctx.Err()
 	}
 }
 
@@ -264,7 +285,11 @@ func (s *watchShards) createShard(cr *pb.WatchCreateRequest) (*watchShard, error
 		if sh == nil {
 			sh = s.addShard()
 		}
+		old := s.mu.target
 		s.mu.target, s.mu.last = sh, sh
+		if old != sh {
+			s.dropIfIdle(old)
+		}
 		if dup {
 			sh.creates = append(sh.creates, shardCreate{id: cr.WatchId, dup: true})
 			s.mu.unanswered++
@@ -318,23 +343,21 @@ func (s *watchShards) forward(sh *watchShard, r *pb.WatchResponse) error {
 	var then *pb.WatchResponse // a progress answer the books complete
 	s.mu.Lock()
 	switch {
-	case r.Created:
+	case r.Created && len(sh.creates) > 0:
 		created = true
-		if len(sh.creates) > 0 {
-			c := sh.creates[0]
-			sh.creates = sh.creates[1:]
-			switch {
-			case !r.Canceled:
-				sh.watchers++
-				if r.WatchId != c.id { // etcd numbered it (AutoWatchID)
-					delete(s.mu.owner, c.id)
-					s.mu.owner[r.WatchId] = sh
-				}
-			case !c.dup:
+		c := sh.creates[0]
+		sh.creates = sh.creates[1:]
+		switch {
+		case !r.Canceled:
+			sh.watchers++
+			if r.WatchId != c.id { // etcd numbered it (AutoWatchID)
 				delete(s.mu.owner, c.id)
-				s.dropIfIdle(sh)
-				then = s.progressDone()
 			}
+			// Also a duplicate's: its ID was freed before etcd took it.
+			s.mu.owner[r.WatchId] = sh
+		case !c.dup:
+			delete(s.mu.owner, c.id)
+			then = s.emptied(sh)
 		}
 	case r.Canceled && r.WatchId != clientv3.InvalidWatchID && r.CompactRevision == 0:
 		// An answer to a cancel: the ID is free. (A watcher canceled by a
@@ -342,21 +365,29 @@ func (s *watchShards) forward(sh *watchShard, r *pb.WatchResponse) error {
 		if s.mu.owner[r.WatchId] == sh {
 			delete(s.mu.owner, r.WatchId)
 			sh.watchers--
-			s.dropIfIdle(sh)
-			then = s.progressDone()
+			then = s.emptied(sh)
 		}
 	case isProgress(r):
 		r = s.progressAnswered(sh, r)
 	}
 	s.mu.Unlock()
+	// A response etcd sent in fragments (WatchCreateRequest.Fragment)
+	// goes out whole: the client joins consecutive fragments, and drops
+	// what comes between them. So a shard keeps the stream from its first
+	// fragment to its last (its sends are one goroutine's: its send loop).
 	var err error
-	s.sendMu.Lock()
+	if !sh.holdsSend {
+		s.sendMu.Lock()
+	}
 	for _, a := range []*pb.WatchResponse{r, then} {
 		if a != nil && err == nil {
 			err = s.client.Send(a)
 		}
 	}
-	s.sendMu.Unlock()
+	sh.holdsSend = r != nil && r.Fragment && err == nil
+	if !sh.holdsSend {
+		s.sendMu.Unlock()
+	}
 	if created {
 		s.mu.Lock()
 		if s.mu.unanswered--; s.mu.unanswered == 0 {
@@ -366,6 +397,21 @@ func (s *watchShards) forward(sh *watchShard, r *pb.WatchResponse) error {
 		s.mu.Unlock()
 	}
 	return err
+}
+
+// emptied is called when sh may serve no watcher: then no progress request
+// waits for its answer (etcd's stream without watchers answers none), and
+// it ends unless it takes the creates (dropIfIdle). It returns the
+// stream's progress answer this completes, if any. With mu held.
+func (s *watchShards) emptied(sh *watchShard) *pb.WatchResponse {
+	if sh.watchers > 0 || len(sh.creates) > 0 {
+		return nil
+	}
+	for _, p := range s.mu.pending {
+		delete(p.waiting, sh)
+	}
+	s.dropIfIdle(sh)
+	return s.progressDone()
 }
 
 // dropIfIdle ends sh if it serves nothing and takes no creates. With mu

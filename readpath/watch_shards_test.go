@@ -7,6 +7,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -202,12 +203,13 @@ type fakeEtcdWatch struct {
 
 type fakeShard struct {
 	stream   pb.Watch_WatchServer
-	ids      []int64
+	ids      []int64        // the IDs of the creates it took, in order
+	live     map[int64]bool // its watchers (its goroutine's)
 	progress chan struct{}
 }
 
 func (f *fakeEtcdWatch) Watch(stream pb.Watch_WatchServer) error {
-	sh := &fakeShard{stream: stream, progress: make(chan struct{}, 16)}
+	sh := &fakeShard{stream: stream, live: map[int64]bool{}, progress: make(chan struct{}, 16)}
 	f.streams <- sh
 	var next int64
 	for {
@@ -223,11 +225,20 @@ func (f *fakeEtcdWatch) Watch(stream pb.Watch_WatchServer) error {
 				id, next = next, next+1
 			}
 			sh.ids = append(sh.ids, id)
+			sh.live[id] = true
 			if err := stream.Send(&pb.WatchResponse{Header: &pb.ResponseHeader{}, WatchId: id, Created: true}); err != nil {
 				return err
 			}
 		case *pb.WatchRequest_ProgressRequest:
 			sh.progress <- struct{}{}
+		case *pb.WatchRequest_CancelRequest:
+			if !sh.live[uv.CancelRequest.WatchId] {
+				continue // etcd answers nothing for an ID it does not hold
+			}
+			delete(sh.live, uv.CancelRequest.WatchId)
+			if err := stream.Send(&pb.WatchResponse{Header: &pb.ResponseHeader{}, WatchId: uv.CancelRequest.WatchId, Canceled: true}); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -359,4 +370,110 @@ func TestShardedWatchProgressAfterEveryShard(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// A response a shard sends in fragments reaches the client whole: another
+// shard's answer waits for its last fragment (the client drops what comes
+// between fragments).
+func TestShardedWatchKeepsFragmentsTogether(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	etcd := &fakeEtcdWatch{streams: make(chan *fakeShard, 16)}
+	c := &fakeClient{ctx: ctx, reqs: make(chan *pb.WatchRequest, 1024), sent: make(chan *pb.WatchResponse, 1024)}
+	done := make(chan error, 1)
+	go func() { done <- shardedWatch(etcd, c) }()
+	defer func() { cancel(); <-done }()
+	a := <-etcd.streams
+	for range watchShardSize + 1 {
+		c.reqs <- &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{Key: []byte("k")}}}
+	}
+	b := <-etcd.streams
+	for range watchShardSize + 1 {
+		<-c.sent
+	}
+	if err := a.stream.Send(&pb.WatchResponse{WatchId: 0, Fragment: true, Events: []*mvccpb.Event{{}}}); err != nil {
+		t.Fatal(err)
+	}
+	bSent := make(chan error, 1)
+	go func() {
+		bSent <- b.stream.Send(&pb.WatchResponse{WatchId: watchShardSize, Events: []*mvccpb.Event{{}}})
+	}()
+	select {
+	case r := <-c.sent:
+		if r.WatchId != 0 || !r.Fragment {
+			t.Fatalf("first: %+v, want A's first fragment", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("A's first fragment not sent")
+	}
+	select {
+	case r := <-c.sent:
+		t.Fatalf("sent between A's fragments: %+v", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := a.stream.Send(&pb.WatchResponse{WatchId: 0, Events: []*mvccpb.Event{{}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-c.sent; r.WatchId != 0 || r.Fragment {
+		t.Fatalf("second: %+v, want A's last fragment", r)
+	}
+	if r := <-c.sent; r.WatchId != watchShardSize {
+		t.Fatalf("third: %+v, want B's answer", r)
+	}
+	if err := <-bSent; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A client's own watch ID: one in use is refused where it is held, and
+// once canceled, taken again there (etcd's "cancel X; create X"), and
+// canceled again by its ID.
+func TestShardedWatchClientChosenIDs(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	etcd := &fakeEtcdWatch{streams: make(chan *fakeShard, 16)}
+	c := &fakeClient{ctx: ctx, reqs: make(chan *pb.WatchRequest, 1024), sent: make(chan *pb.WatchResponse, 1024)}
+	done := make(chan error, 1)
+	go func() { done <- shardedWatch(etcd, c) }()
+	defer func() { cancel(); <-done }()
+	a := <-etcd.streams
+	create := func(id int64) {
+		c.reqs <- &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{Key: []byte("k"), WatchId: id}}}
+	}
+	cancelID := func(id int64) {
+		c.reqs <- &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CancelRequest{CancelRequest: &pb.WatchCancelRequest{WatchId: id}}}
+	}
+	create(1000)
+	if r := <-c.sent; !r.Created || r.WatchId != 1000 {
+		t.Fatalf("%+v, want 1000 created", r)
+	}
+	// Cancel 1000 and create 1000 again before the cancel is answered: the
+	// create goes where 1000 is held.
+	cancelID(1000)
+	create(1000)
+	if r := <-c.sent; !r.Canceled || r.WatchId != 1000 {
+		t.Fatalf("%+v, want 1000 canceled", r)
+	}
+	if r := <-c.sent; !r.Created || r.WatchId != 1000 {
+		t.Fatalf("%+v, want 1000 created again", r)
+	}
+	if got := a.ids; len(got) != 2 || got[0] != 1000 || got[1] != 1000 {
+		t.Fatalf("shard A was asked for %v, want 1000 twice", got)
+	}
+	// More watchers than A holds: the creates move to another shard; 1000
+	// is still A's.
+	for range watchShardSize {
+		create(clientv3.AutoWatchID)
+		<-c.sent
+	}
+	<-etcd.streams
+	cancelID(1000)
+	select {
+	case r := <-c.sent:
+		if !r.Canceled || r.WatchId != 1000 {
+			t.Fatalf("%+v, want the second 1000 canceled by its ID", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancel of the second 1000 was not answered (sent to a shard that does not hold it)")
+	}
 }
