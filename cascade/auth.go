@@ -145,9 +145,10 @@ type authz struct {
 	interval, fresh, maxWait time.Duration
 	view                     atomic.Pointer[authView]
 	demand                   atomic.Bool
-	// failing: the last refresh failed (no upstream answered).
-	failing atomic.Bool
-	kick    chan struct{}
+	// failedAt is when (Unix ns) the last refresh failed (no upstream
+	// answered); 0 if it succeeded.
+	failedAt atomic.Int64
+	kick     chan struct{}
 	// checked is when (Unix ns) an upstream last confirmed view's rev;
 	// confirmed is closed at the next confirmation.
 	checked   atomic.Int64
@@ -224,10 +225,7 @@ func (a *authz) confirm(now time.Time) {
 // waitConfirmed returns once the copy was confirmed within fresh, asking
 // the loop for a confirmation if it was not; Unavailable if none comes
 // within maxWait or ctx.
-func (a *authz) waitConfirmed(ctx context.Context) error { return a.waitConfirmedFor(ctx, a.maxWait) }
-
-// waitConfirmedFor is waitConfirmed waiting at most limit.
-func (a *authz) waitConfirmedFor(ctx context.Context, limit time.Duration) error {
+func (a *authz) waitConfirmed(ctx context.Context) error {
 	if a.clock.Since(time.Unix(0, a.checked.Load())) <= a.fresh {
 		return nil // every call's path while calls come: no lock
 	}
@@ -245,7 +243,7 @@ func (a *authz) waitConfirmedFor(ctx context.Context, limit time.Duration) error
 		default:
 		}
 		if t == nil {
-			t = a.clock.NewTimer(limit) // once: limit in all
+			t = a.clock.NewTimer(a.maxWait) // once: maxWait in all
 			defer t.Stop()
 		}
 		select {
@@ -279,7 +277,11 @@ func (a *authz) run(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, a.interval+5*time.Second)
 		old, err := a.refresh(rctx, a.clock.Now())
 		cancel()
-		a.failing.Store(err != nil)
+		if err != nil {
+			a.failedAt.Store(a.clock.Now().UnixNano())
+		} else {
+			a.failedAt.Store(0)
+		}
 		old.retire()
 		if err != nil && ctx.Err() == nil {
 			a.lg.Warn("could not confirm the source's auth; keeping the copy", zap.Error(err))
@@ -316,27 +318,34 @@ func (a *authz) IssueAt(ctx context.Context) (func(token, user string), error) {
 	}, nil
 }
 
+// On reports whether the source's auth is on, by a copy confirmed within
+// fresh. A copy with auth off is confirmed too, after a quiet spell: the
+// source may have turned auth on meanwhile (the first calls after one were
+// served to anyone until the next refresh). But while no upstream answers
+// (a refresh failed within fresh, or none confirms within maxWait), a
+// source with auth off is taken as off, so that weak reads outlive an
+// upstream's outage (docs/cascaded.md: the known limit). It fails only with
+// ctx.
+func (a *authz) On(ctx context.Context) (bool, error) {
+	a.demand.Store(true)
+	if v := a.view.Load(); v == nil || v.enabled {
+		return true, nil
+	}
+	if failed := a.failedAt.Load(); failed == 0 || a.clock.Since(time.Unix(0, failed)) > a.fresh {
+		if err := a.waitConfirmed(ctx); err != nil && ctx.Err() != nil {
+			return false, err
+		}
+	}
+	v := a.view.Load()
+	return v == nil || v.enabled, nil
+}
+
 // Permit runs check, one of etcd's auth checks, for ctx's caller on the
 // copy of the source's auth, confirmed within fresh (it waits for that);
-// with the source's auth off, it permits all. A copy with auth off is
-// confirmed too, after a quiet spell: the source may have turned auth on
-// meanwhile (the first calls after one were served to anyone until the
-// next refresh); but while no upstream answers (the last refresh failed,
-// or none comes within interval: an upstream that answers confirms within
-// milliseconds), a source with auth off is served, so that weak reads
-// outlive an upstream's outage (docs/cascaded.md: the known limit).
+// with the source's auth off (On), it permits all.
 func (a *authz) Permit(ctx context.Context, check func(auth.AuthStore, *auth.AuthInfo) error) error {
-	a.demand.Store(true)
-	if v := a.view.Load(); v == nil || !v.enabled {
-		if a.failing.Load() {
-			return nil
-		}
-		if err := a.waitConfirmedFor(ctx, a.interval); err != nil && ctx.Err() != nil {
-			return err
-		}
-		if v := a.view.Load(); v == nil || !v.enabled {
-			return nil
-		}
+	if on, err := a.On(ctx); err != nil || !on {
+		return err
 	}
 	if err := a.waitConfirmed(ctx); err != nil {
 		return err

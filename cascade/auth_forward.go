@@ -14,22 +14,20 @@ import (
 // "authorization", or grpc-proxy's context key), never the replica's own
 // user. A client certificate the forwarding client must present (an
 // upstream with --client-cert-auth) names a user on the source too: a call
-// without a token would run as it, so with the source's auth on such a call
-// is refused (ErrUserEmpty, as the source would refuse an anonymous one),
-// but for the calls etcd does not check (unchecked).
+// without a token would run as it, so with the source's auth on (by a copy
+// confirmed as a checked call's is: authz.On) such a call is refused
+// (ErrUserEmpty, as the source would refuse an anonymous one), but for the
+// calls etcd does not check (unchecked).
 
 // ForwardDialOptions are the forwarding client's interceptors.
 func (s *Store) ForwardDialOptions() []grpc.DialOption {
-	f := forwarder{clientCert: s.cfg.ClientCert, authOn: func() bool {
-		v := s.auth.view.Load()
-		return v == nil || v.enabled
-	}}
+	f := forwarder{clientCert: s.cfg.ClientCert, authOn: func(ctx context.Context) (bool, error) { return s.auth.On(ctx) }}
 	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(f.unary), grpc.WithChainStreamInterceptor(f.stream)}
 }
 
 type forwarder struct {
 	clientCert bool
-	authOn     func() bool
+	authOn     func(context.Context) (bool, error)
 }
 
 // unchecked are the forwarded methods etcd runs without a user (an
@@ -44,8 +42,14 @@ func (f forwarder) creds(ctx context.Context, method string) ([]grpc.CallOption,
 	if t := callerToken(ctx); t != "" {
 		return []grpc.CallOption{grpc.PerRPCCredentials(tokenCred(t))}, nil
 	}
-	if f.clientCert && !unchecked[method] && f.authOn() {
-		return nil, rpctypes.ErrGRPCUserEmpty
+	if f.clientCert && !unchecked[method] {
+		on, err := f.authOn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if on {
+			return nil, rpctypes.ErrGRPCUserEmpty
+		}
 	}
 	return nil, nil
 }

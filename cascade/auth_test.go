@@ -178,9 +178,10 @@ func TestAuthzConfirmsACopyWithAuthOff(t *testing.T) {
 }
 
 // While no upstream answers, a copy of a source with auth off is served
-// (weak reads outlive an upstream's outage): after the interval when the call
-// asked for a confirmation that did not come, at once while the last
-// refresh failed.
+// (weak reads outlive an upstream's outage): after maxWait when the call
+// asked for a confirmation that did not come, at once while a refresh
+// failed within fresh; one that failed longer ago is not taken for an
+// outage now.
 func TestAuthzServesAuthOffWhileNoUpstreamAnswers(t *testing.T) {
 	now := time.Now()
 	clock := clockwork.NewFakeClockAt(now)
@@ -199,24 +200,75 @@ func TestAuthzServesAuthOffWhileNoUpstreamAnswers(t *testing.T) {
 	if err := clock.BlockUntilContext(bctx, 1); err != nil { // its timer
 		t.Fatal(err)
 	}
-	clock.Advance(time.Second)
+	clock.Advance(5 * time.Second)
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("no confirmation within the interval, auth off: %v, want served", err)
+			t.Fatalf("no confirmation within maxWait, auth off: %v, want served", err)
 		}
 	case <-bctx.Done():
-		t.Fatal("Permit did not return after the interval")
+		t.Fatal("Permit did not return after maxWait")
 	}
-	a.failing.Store(true)
+	a.failedAt.Store(clock.Now().Add(-time.Second).UnixNano())
 	<-a.kick // the first call's
 	if err := a.Permit(context.Background(), rangeCheck("pub/a")); err != nil {
-		t.Fatalf("the last refresh failed, auth off: %v, want served", err)
+		t.Fatalf("a refresh failed 1 s ago, auth off: %v, want served", err)
 	}
 	select {
 	case <-a.kick:
-		t.Fatal("a call asked for a confirmation while the last refresh failed, auth off")
+		t.Fatal("a call asked for a confirmation while the last refresh had just failed, auth off")
 	default:
+	}
+	// A failure 3 s old (the upstream may be back, the source's auth on):
+	// the call waits for a confirmation.
+	a.failedAt.Store(clock.Now().Add(-3 * time.Second).UnixNano())
+	go func() { done <- a.Permit(context.Background(), rangeCheck("pub/a")) }()
+	select {
+	case <-a.kick:
+	case err := <-done:
+		t.Fatalf("a copy with auth off, its last refresh failed 3 s ago, permitted a call without a confirmation: %v", err)
+	}
+	a.confirm(clock.Now())
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A forwarded call without a token, through a client certificate, asks
+// whether the source's auth is on by a confirmed copy: one saying off
+// after a quiet spell is confirmed first (the source turned auth on: the
+// call is refused, never run as the certificate's user).
+func TestForwarderConfirmsAuthOffBeforeForwardingAsTheCertificate(t *testing.T) {
+	now := time.Now()
+	clock := clockwork.NewFakeClockAt(now)
+	a := newAuthz(zap.NewNop(), clock, t.TempDir(), nil, time.Second, nil)
+	off, err := a.build(authState{rev: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.view.Store(off)
+	a.confirm(now)
+	f := forwarder{clientCert: true, authOn: a.On}
+	if _, err := f.creds(context.Background(), "/etcdserverpb.KV/Put"); err != nil {
+		t.Fatalf("auth off, confirmed now: %v, want forwarded", err)
+	}
+	clock.Advance(3 * time.Second)
+	done := make(chan error, 1)
+	go func() { _, err := f.creds(context.Background(), "/etcdserverpb.KV/Put"); done <- err }()
+	select {
+	case <-a.kick:
+	case err := <-done:
+		t.Fatalf("auth off confirmed 3 s ago: forwarded without a confirmation (%v)", err)
+	}
+	on, err := a.build(authState{enabled: true, rev: 4, users: map[string][]string{"root": {"root"}}, roles: map[string][]*authpb.Permission{"root": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(on.close)
+	a.view.Store(on)
+	a.confirm(clock.Now())
+	if err := <-done; !errors.Is(err, rpctypes.ErrGRPCUserEmpty) {
+		t.Fatalf("once the source turned auth on: %v, want user name is empty", err)
 	}
 }
 
@@ -380,7 +432,7 @@ func TestAuthzAsksOnceForACallersManyCalls(t *testing.T) {
 // the JSON gateway's), and refuses an untokened call that would otherwise
 // run as its client certificate's user.
 func TestForwarderCarriesTheCallersToken(t *testing.T) {
-	f := forwarder{clientCert: true, authOn: func() bool { return true }}
+	f := forwarder{clientCert: true, authOn: func(context.Context) (bool, error) { return true, nil }}
 	gw := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "gw-token"))
 	if opts, err := f.creds(gw, "/etcdserverpb.Lease/LeaseGrant"); err != nil || len(opts) != 1 {
 		t.Fatalf("a gateway call: %v %v", opts, err)
