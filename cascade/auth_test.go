@@ -138,15 +138,7 @@ func TestAuthzAuthOff(t *testing.T) {
 // again: meanwhile the source may have turned auth on, and the call is
 // then checked by the new copy.
 func TestAuthzConfirmsACopyWithAuthOff(t *testing.T) {
-	now := time.Now()
-	clock := clockwork.NewFakeClockAt(now)
-	a := newAuthz(zap.NewNop(), clock, t.TempDir(), nil, time.Second, nil)
-	off, err := a.build(authState{rev: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.view.Store(off)
-	a.confirm(now)
+	a, clock := newAuthOffAuthz(t)
 	clock.Advance(3 * time.Second)
 	done := make(chan error, 1)
 	go func() { done <- a.Permit(context.Background(), rangeCheck("pub/a")) }()
@@ -165,13 +157,7 @@ func TestAuthzConfirmsACopyWithAuthOff(t *testing.T) {
 		t.Fatalf("a copy with auth off confirmed 3 s ago permitted a call without asking for a confirmation: %v", err)
 	}
 	// The loop's refresh: the source turned auth on.
-	on, err := a.build(authState{enabled: true, rev: 4, users: map[string][]string{"root": {"root"}}, roles: map[string][]*authpb.Permission{"root": nil}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(on.close)
-	a.view.Store(on)
-	a.confirm(clock.Now())
+	turnAuthOn(t, a)
 	if err := recv(); !errors.Is(err, auth.ErrUserEmpty) {
 		t.Fatalf("an anonymous call once the source turned auth on: %v, want %v", err, auth.ErrUserEmpty)
 	}
@@ -183,15 +169,7 @@ func TestAuthzConfirmsACopyWithAuthOff(t *testing.T) {
 // failed within fresh; one that failed longer ago is not taken for an
 // outage now.
 func TestAuthzServesAuthOffWhileNoUpstreamAnswers(t *testing.T) {
-	now := time.Now()
-	clock := clockwork.NewFakeClockAt(now)
-	a := newAuthz(zap.NewNop(), clock, t.TempDir(), nil, time.Second, nil)
-	off, err := a.build(authState{rev: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.view.Store(off)
-	a.confirm(now)
+	a, clock := newAuthOffAuthz(t)
 	clock.Advance(3 * time.Second)
 	done := make(chan error, 1)
 	go func() { done <- a.Permit(context.Background(), rangeCheck("pub/a")) }()
@@ -239,15 +217,7 @@ func TestAuthzServesAuthOffWhileNoUpstreamAnswers(t *testing.T) {
 // after a quiet spell is confirmed first (the source turned auth on: the
 // call is refused, never run as the certificate's user).
 func TestForwarderConfirmsAuthOffBeforeForwardingAsTheCertificate(t *testing.T) {
-	now := time.Now()
-	clock := clockwork.NewFakeClockAt(now)
-	a := newAuthz(zap.NewNop(), clock, t.TempDir(), nil, time.Second, nil)
-	off, err := a.build(authState{rev: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.view.Store(off)
-	a.confirm(now)
+	a, clock := newAuthOffAuthz(t)
 	f := forwarder{clientCert: true, authOn: a.On}
 	if _, err := f.creds(context.Background(), "/etcdserverpb.KV/Put"); err != nil {
 		t.Fatalf("auth off, confirmed now: %v, want forwarded", err)
@@ -260,16 +230,38 @@ func TestForwarderConfirmsAuthOffBeforeForwardingAsTheCertificate(t *testing.T) 
 	case err := <-done:
 		t.Fatalf("auth off confirmed 3 s ago: forwarded without a confirmation (%v)", err)
 	}
+	turnAuthOn(t, a)
+	if err := <-done; !errors.Is(err, rpctypes.ErrGRPCUserEmpty) {
+		t.Fatalf("once the source turned auth on: %v, want user name is empty", err)
+	}
+}
+
+// newAuthOffAuthz is an authz holding a copy of a source with auth off,
+// confirmed now, on a fake clock.
+func newAuthOffAuthz(t *testing.T) (*authz, *clockwork.FakeClock) {
+	t.Helper()
+	clock := clockwork.NewFakeClock()
+	a := newAuthz(zap.NewNop(), clock, t.TempDir(), nil, time.Second, nil)
+	off, err := a.build(authState{rev: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.view.Store(off)
+	a.confirm(clock.Now())
+	return a, clock
+}
+
+// turnAuthOn is the loop's refresh after the source turned auth on (root
+// its only user): the new copy, confirmed now.
+func turnAuthOn(t *testing.T, a *authz) {
+	t.Helper()
 	on, err := a.build(authState{enabled: true, rev: 4, users: map[string][]string{"root": {"root"}}, roles: map[string][]*authpb.Permission{"root": nil}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(on.close)
 	a.view.Store(on)
-	a.confirm(clock.Now())
-	if err := <-done; !errors.Is(err, rpctypes.ErrGRPCUserEmpty) {
-		t.Fatalf("once the source turned auth on: %v, want user name is empty", err)
-	}
+	a.confirm(a.clock.Now())
 }
 
 // issue records a token as a forwarded Authenticate does.

@@ -251,6 +251,19 @@ func (sh *fakeShard) answer(t *testing.T, rev int64) {
 	}
 }
 
+// startShardedWatch serves a fake client's stream with shardedWatch over
+// a fake etcd, until the test ends.
+func startShardedWatch(t *testing.T) (*fakeEtcdWatch, *fakeClient) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	etcd := &fakeEtcdWatch{streams: make(chan *fakeShard, 16)}
+	c := &fakeClient{ctx: ctx, reqs: make(chan *pb.WatchRequest, 1024), sent: make(chan *pb.WatchResponse, 1024)}
+	done := make(chan error, 1)
+	go func() { done <- shardedWatch(etcd, c) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return etcd, c
+}
+
 // fakeClient is the client's side of a stream served by shardedWatch.
 type fakeClient struct {
 	pb.Watch_WatchServer
@@ -276,12 +289,7 @@ func (c *fakeClient) Send(r *pb.WatchResponse) error { c.sent <- r; return nil }
 // request once every shard it asked has answered since, with the lowest
 // revision — a late answer of a shard that took no create since is one.
 func TestShardedWatchProgressAfterEveryShard(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	etcd := &fakeEtcdWatch{streams: make(chan *fakeShard, 16)}
-	c := &fakeClient{ctx: ctx, reqs: make(chan *pb.WatchRequest, 1024), sent: make(chan *pb.WatchResponse, 1024)}
-	done := make(chan error, 1)
-	go func() { done <- shardedWatch(etcd, c) }()
+	etcd, c := startShardedWatch(t)
 	recvShard := func() *fakeShard {
 		t.Helper()
 		select {
@@ -368,21 +376,13 @@ func TestShardedWatchProgressAfterEveryShard(t *testing.T) {
 	if len(b.ids) != 10 {
 		t.Fatalf("shard B took creates after it was asked twice with an answer due: %d watchers", len(b.ids))
 	}
-	cancel()
-	<-done
 }
 
 // A response a shard sends in fragments reaches the client whole: another
 // shard's answer waits for its last fragment (the client drops what comes
 // between fragments).
 func TestShardedWatchKeepsFragmentsTogether(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	etcd := &fakeEtcdWatch{streams: make(chan *fakeShard, 16)}
-	c := &fakeClient{ctx: ctx, reqs: make(chan *pb.WatchRequest, 1024), sent: make(chan *pb.WatchResponse, 1024)}
-	done := make(chan error, 1)
-	go func() { done <- shardedWatch(etcd, c) }()
-	defer func() { cancel(); <-done }()
+	etcd, c := startShardedWatch(t)
 	a := <-etcd.streams
 	for range watchShardSize + 1 {
 		c.reqs <- &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{Key: []byte("k")}}}
@@ -429,13 +429,7 @@ func TestShardedWatchKeepsFragmentsTogether(t *testing.T) {
 // once canceled, taken again there (etcd's "cancel X; create X"), and
 // canceled again by its ID.
 func TestShardedWatchClientChosenIDs(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	etcd := &fakeEtcdWatch{streams: make(chan *fakeShard, 16)}
-	c := &fakeClient{ctx: ctx, reqs: make(chan *pb.WatchRequest, 1024), sent: make(chan *pb.WatchResponse, 1024)}
-	done := make(chan error, 1)
-	go func() { done <- shardedWatch(etcd, c) }()
-	defer func() { cancel(); <-done }()
+	etcd, c := startShardedWatch(t)
 	a := <-etcd.streams
 	create := func(id int64) {
 		c.reqs <- &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{Key: []byte("k"), WatchId: id}}}
