@@ -52,10 +52,10 @@ type watchShards struct {
 	mu struct {
 		sync.Mutex
 		shards []*watchShard
-		// target takes the creates; last took the last one; owner is each
+		// target takes the creates (and took the last one); owner is each
 		// watch ID's shard, from its create to its cancel; next is the
 		// next ID to try.
-		target, last *watchShard
+		target *watchShard
 		owner        map[int64]*watchShard
 		next         int64
 		// unanswered counts creates whose Created answer is not yet sent
@@ -270,7 +270,7 @@ func (s *watchShards) createShard(cr *pb.WatchCreateRequest) (*watchShard, error
 		if !dup {
 			sh = s.openShard()
 		}
-		if sh != s.mu.last && s.mu.unanswered > 0 {
+		if sh != s.mu.target && s.mu.unanswered > 0 {
 			ch := s.mu.answered
 			s.mu.Unlock()
 			select {
@@ -286,7 +286,7 @@ func (s *watchShards) createShard(cr *pb.WatchCreateRequest) (*watchShard, error
 			sh = s.addShard()
 		}
 		old := s.mu.target
-		s.mu.target, s.mu.last = sh, sh
+		s.mu.target = sh
 		if old != sh {
 			s.dropIfIdle(old)
 		}
