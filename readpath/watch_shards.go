@@ -56,8 +56,8 @@ type watchShards struct {
 		// watch ID's shard, from its create to its cancel; next is the
 		// next ID to try.
 		target *watchShard
-		owner        map[int64]*watchShard
-		next         int64
+		owner  map[int64]*watchShard
+		next   int64
 		// unanswered counts creates whose Created answer is not yet sent
 		// to the client; answered is closed (and replaced) when it drops
 		// to 0.
