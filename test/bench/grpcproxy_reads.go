@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -111,6 +112,9 @@ type readWindow struct {
 	proxyWindow
 	reads Result
 	tally *revisionTally
+	// phases are the proof's phases and the feeder's rounds across a
+	// linearizable window through a replica (grpcproxy_phases.go).
+	phases phaseReading
 }
 
 // reads measures p.proxyReadRounds rounds of a window of puts alone and
@@ -174,12 +178,32 @@ func (g *proxyRig) readWindow(r *runner, arm readArm, cs []*clientv3.Client) rea
 			}
 		}
 	}
+	var before phaseReading
+	phased := !arm.mode.serializable && (arm.front == frontCascaded || arm.front == frontLearner)
+	if phased {
+		var err error
+		if before, err = g.readPhases(); err != nil {
+			r.Fatalf("%v", err)
+		}
+	}
 	rw.proxyWindow = g.putWindow(r, beside)
+	if phased {
+		after, err := g.readPhases()
+		if err != nil {
+			r.Fatalf("%v", err)
+		}
+		rw.phases = after.minus(before)
+	}
 	if arm.front == "" {
 		r.Logf("%-50s leader %.3f CPU-s/10k puts, host %.0f %% busy", readsBaseName, rw.puts.CPUPer10k("leader"), rw.busy)
 		return rw
 	}
 	fig := rw.tally.figures()
+	if rw.phases != nil {
+		ph := phaseFigures([]phaseReading{rw.phases}, rw.reads.Ops)
+		r.Logf("%-50s proof: upstream p50 %.2f p99 %.2f ms, apply p50 %.2f p99 %.2f ms; feeder rounds p50 %.2f p99 %.2f ms, %.2f per read",
+			readName(arm.mode, arm.front), ph[figProofUpstreamP50], ph[figProofUpstreamP99], ph[figProofApplyP50], ph[figProofApplyP99], ph[figFeederRoundP50], ph[figFeederRoundP99], ph[figFeederRounds])
+	}
 	r.Logf("%-50s %5.0f reads/s (%d errors) p50 %v p99 %v; %.0f of %.0f behind the last acknowledged put (at most %.0f revisions, staleness max %.0f ms); leader %.2f CPU-s; host %.0f %% busy",
 		readName(arm.mode, arm.front), rw.reads.Throughput, rw.reads.Errors, rw.reads.P50, rw.reads.P99, fig[figBehind], fig[figAnswers], fig[figMaxBehind], fig[figStaleMax], rw.cpu["leader"], rw.busy)
 	return rw
@@ -201,6 +225,7 @@ func (g *proxyRig) readRows(arms []readArm, wins [][]readWindow) []Row {
 	for i, arm := range arms[1:] {
 		var res []Result
 		var per []float64
+		var phases []phaseReading
 		figs := map[string]float64{}
 		for k, w := range wins[i+1] {
 			b := base[k]
@@ -219,9 +244,15 @@ func (g *proxyRig) readRows(arms []readArm, wins [][]readWindow) []Row {
 					figs[name] += v
 				}
 			}
+			if w.phases != nil {
+				phases = append(phases, w.phases)
+			}
 			figs[figBusy] += w.busy / float64(len(wins[i+1]))
 			figs[figSelf] += 100 * w.cpu["self"] / w.puts.Seconds / float64(len(wins[i+1]))
 			figs[figFront] += 100 * w.cpu[arm.front] / w.puts.Seconds / float64(len(wins[i+1]))
+		}
+		if phases != nil {
+			maps.Copy(figs, phaseFigures(phases, combineAll(res).Ops))
 		}
 		row := Row{Scenario: grpcProxyID, Name: readName(arm.mode, arm.front), Result: combineAll(res), Windows: per, WindowsMetric: metricLeaderPerRead, Figures: figs,
 			Note: fmt.Sprintf("%d reads/s from 16 workers over 4 connections beside %d puts/s through the leader, %v a window; leader CPU-s per 10k reads less the puts-alone window of the same round: %s",

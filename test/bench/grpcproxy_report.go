@@ -99,6 +99,16 @@ func writeGRPCProxy(w func(string, ...any), all []Row, byName map[string]Row) {
 				fg[figBehind], fg[figAnswers], fg[figMaxBehind], fg[figStaleP99], fg[figStaleMax], fg[figFront], fg[figBusy])
 		}
 	}
+	lin := proxyReadModes[1]
+	if r, ok := byName[readName(lin, frontCascaded)]; ok && r.Figures[figProofs] > 0 {
+		fg := r.Figures
+		w("\nWhere a linearizable read through the cascaded replica spends its time (`understudy_cascade_proof_seconds` and its learner replica's `understudy_replica_freshness_round_seconds` over the windows, interpolated within their buckets, which double): the learner replica's answer to its proof p50 %.2f ms, p99 %.2f ms (the learner's rounds: p50 %.2f ms, p99 %.2f ms, %.2f rounds per read), then until the cascaded replica's store holds the answered revision p50 %.2f ms, p99 %.2f ms; %.0f proofs for %d reads.",
+			fg[figProofUpstreamP50], fg[figProofUpstreamP99], fg[figFeederRoundP50], fg[figFeederRoundP99], fg[figFeederRounds], fg[figProofApplyP50], fg[figProofApplyP99], fg[figProofs], r.Ops)
+		if l, ok := byName[readName(lin, frontLearner)]; ok {
+			w(" Through the learner replica itself: its rounds p50 %.2f ms, p99 %.2f ms, %.2f rounds per read.", l.Figures[figFeederRoundP50], l.Figures[figFeederRoundP99], l.Figures[figFeederRounds])
+		}
+		w("\n")
+	}
 	w("\nWhere grpc-proxy differs from a voter, checked (`proxyChecks`: 1 primary with auth on, grpc-proxy in front of it, a cascaded replica fed by a learner replica):\n\n| check | %s |\n|---|---|---|---|\n", strings.Join(checkFronts, " | "))
 	for _, name := range []string{checkProgress, checkFromKey, checkAuth} {
 		r, ok := byName[name]
