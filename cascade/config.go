@@ -73,6 +73,13 @@ type Config struct {
 	// ask for progress notifications get one (etcd's
 	// --watch-progress-notify-interval); 0 keeps etcd's default.
 	WatchProgressNotifyInterval time.Duration
+	// MaxTxnOps and MaxConcurrentStreams are the limits etcd's handlers
+	// the front serves the store with check clients against (etcd's
+	// --max-txn-ops and --max-concurrent-streams, a voter's defaults when
+	// 0); the store applies a source revision of any size (the applier
+	// calls the server, not the handlers).
+	MaxTxnOps            uint
+	MaxConcurrentStreams uint32
 	// Announce, if set, is where the replica announces itself while the
 	// store is served (Announcement).
 	Announce *Announcement

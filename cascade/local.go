@@ -3,7 +3,6 @@ package cascade
 import (
 	"context"
 	"fmt"
-	"math"
 	"net/url"
 	"time"
 
@@ -18,10 +17,9 @@ import (
 const localStartTimeout = time.Minute
 
 // Local members' limits: a source revision is one local transaction, of as
-// many operations and bytes as it changed (a DeleteRange of a whole prefix
-// is one revision), and the store holds what the source holds.
+// many bytes as it changed (a DeleteRange of a whole prefix is one
+// revision), and the store holds what the source holds.
 const (
-	localMaxTxnOps       = math.MaxInt32
 	localMaxRequestBytes = 1 << 30
 	localQuotaBytes      = 1 << 34
 )
@@ -42,7 +40,15 @@ func startLocal(ctx context.Context, clock clockwork.Clock, dir, token string, c
 	ec.InitialClusterToken = token
 	ec.ClusterState = embed.ClusterStateFlagNew
 	ec.UnsafeNoFsync = true
-	ec.MaxTxnOps = localMaxTxnOps
+	// The front's handlers check clients against MaxTxnOps and
+	// MaxConcurrentStreams; the Applier calls the server, which checks
+	// neither, and raft's request size, localMaxRequestBytes.
+	if cfg.MaxTxnOps > 0 {
+		ec.MaxTxnOps = cfg.MaxTxnOps
+	}
+	if cfg.MaxConcurrentStreams > 0 {
+		ec.MaxConcurrentStreams = cfg.MaxConcurrentStreams
+	}
 	ec.MaxRequestBytes = localMaxRequestBytes
 	ec.QuotaBackendBytes = localQuotaBytes
 	ec.EnableGRPCGateway = false

@@ -64,6 +64,8 @@ func commands() []command {
 				err := LoadReplica(&cfg, fs, args)
 				return cfg, fs, err
 			},
+			// The flags given that have no effect, not a setting.
+			ignore: []string{"Unused"},
 		},
 		{
 			name:     "replica mirror",

@@ -21,6 +21,11 @@ type Cascaded struct {
 	Announce       bool
 	ResolverPrefix string
 	ResolverTTL    int
+	// Unused are the learner replica's flags given beside --upstream
+	// that are not refused (LoadReplica): they set a member, a role or a
+	// member entry a cascaded replica does not have, so they have no
+	// effect; the replica says so when it starts.
+	Unused []string
 }
 
 // DefaultCascaded announces the replica under understudy's own prefix.

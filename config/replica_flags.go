@@ -68,12 +68,12 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	fs.StringVar(&f.Password, "password", f.Password, "Password for --user; prefer UNDERSTUDY_PASSWORD or the config file, which keep it out of ps.")
 	fs.Int64Var(&l.QuotaBackendBytes, "quota-backend-bytes", l.QuotaBackendBytes, "Backend quota in bytes, as etcd's. A member over its quota stops writes cluster-wide (NOSPACE), so 0 takes the largest quota any voter reports and a smaller value is refused.")
 	fs.DurationVar(&l.QuotaCheckInterval, "quota-check-interval", l.QuotaCheckInterval, "How often the voters' backend quotas are asked again; a learner whose quota every voter's has passed stops (docs/operations.md).")
-	fs.UintVar(&l.MaxRequestBytes, "max-request-bytes", l.MaxRequestBytes, "Maximum client request size in bytes the replica accepts, as etcd's.")
+	fs.UintVar(&f.MaxRequestBytes, "max-request-bytes", f.MaxRequestBytes, "Maximum client request size in bytes the replica accepts, as etcd's.")
 	fs.StringVar(&l.AutoCompactionMode, "auto-compaction-mode", l.AutoCompactionMode, "etcd's flag: periodic or revision. Used only once promoted and leading; without --auto-compaction-retention, the replica learns the voters' policy from the compactions it applies (docs/roles.md).")
 	fs.StringVar(&l.AutoCompactionRetention, "auto-compaction-retention", l.AutoCompactionRetention, "etcd's flag. Used only once promoted and leading; 0: the replica learns the voters' policy from the compactions it applies, and runs it as leader (docs/roles.md).")
 	fs.IntVar(&l.MaxLearners, "max-learners", l.MaxLearners, "etcd's flag, checked on every member addition applied: give a replica that may be promoted the voters' value. 0 accepts what they accept.")
-	fs.UintVar(&l.MaxTxnOps, "max-txn-ops", l.MaxTxnOps, "Maximum number of operations in a transaction, as etcd's.")
-	fs.Var((*uint32Value)(&l.MaxConcurrentStreams), "max-concurrent-streams", "Maximum concurrent streams each client can open at a time, as etcd's.")
+	fs.UintVar(&f.MaxTxnOps, "max-txn-ops", f.MaxTxnOps, "Maximum number of operations in a transaction, as etcd's.")
+	fs.Var((*uint32Value)(&f.MaxConcurrentStreams), "max-concurrent-streams", "Maximum concurrent streams each client can open at a time, as etcd's.")
 	fs.DurationVar(&f.GRPCKeepAliveMinTime, "grpc-keepalive-min-time", f.GRPCKeepAliveMinTime, "Minimum interval a client should wait before pinging the replica, as etcd's.")
 	fs.DurationVar(&f.GRPCKeepAliveInterval, "grpc-keepalive-interval", f.GRPCKeepAliveInterval, "Frequency of server-to-client pings to check a connection is alive, as etcd's.")
 	fs.DurationVar(&f.GRPCKeepAliveTimeout, "grpc-keepalive-timeout", f.GRPCKeepAliveTimeout, "Wait for a ping's answer before closing a non-responsive connection, as etcd's.")
@@ -101,6 +101,16 @@ func NewReplicaFlags(cfg *Replica) *flag.FlagSet {
 	return fs
 }
 
+// learnerFlags are the flags of a learner replica's own settings (Learner):
+// its member's, its role's and its member entry's. A cascaded replica has
+// none of them; --join is refused beside --upstream, the others, unused,
+// are named in Cascaded.Unused (TestLearnerFlagsAreTheLearnersFields).
+var learnerFlags = []string{"join", "listen-peer-urls", "initial-advertise-peer-urls", "skip-peer-url-check",
+	"heartbeat-interval", "election-timeout", "auth-token", "peer-cert-file", "peer-key-file", "peer-trusted-ca-file",
+	"peer-client-cert-auth", "quota-backend-bytes", "quota-check-interval", "auto-compaction-mode",
+	"auto-compaction-retention", "max-learners", "role", "promote-max-lag", "promote-hold", "promote-leader-contact",
+	"failover-after", "replace-stale-data-dir", "replace-own-learner", "remove-on-exit"}
+
 // LoadReplica parses args, the environment and any config file into cfg,
 // and keeps the kind they make: a cascaded replica with --upstream, a
 // learner replica without. A learner replica's setting given beside
@@ -124,6 +134,12 @@ func LoadReplica(cfg *Replica, fs *flag.FlagSet, args []string) error {
 			cfg.refused = refuseLearner(*cfg.Learner, got.Set["join"])
 		}
 		cfg.Learner = nil
+		cfg.Cascaded.Unused = nil
+		for _, name := range learnerFlags {
+			if got.Set[name] && name != "join" {
+				cfg.Cascaded.Unused = append(cfg.Cascaded.Unused, "--"+name)
+			}
+		}
 		return err
 	}
 	cfg.Cascaded = nil

@@ -68,6 +68,16 @@ type Front struct {
 	// UNDERSTUDY_PASSWORD or the config file.
 	User, Password string
 
+	// MaxRequestBytes, MaxTxnOps and MaxConcurrentStreams limit the front's
+	// clients, as etcd's flags of the same names limit a voter's, whatever
+	// feeds the replica: a learner replica's are its embedded member's; a
+	// cascaded replica's front takes no larger request than
+	// MaxRequestBytes, though its store applies the source's revisions
+	// whatever their size (package cascade).
+	MaxRequestBytes      uint
+	MaxTxnOps            uint
+	MaxConcurrentStreams uint32
+
 	// GRPCKeepAlive* are etcd's gRPC server keepalive settings.
 	GRPCKeepAliveMinTime  time.Duration
 	GRPCKeepAliveInterval time.Duration
@@ -116,6 +126,9 @@ func DefaultFront() Front {
 		LogLevel:                    "info",
 		FreshnessHeaders:            wire.HeadersOnRequest,
 		TLSVersions:                 DefaultTLSVersions(),
+		MaxRequestBytes:             embed.DefaultMaxRequestBytes,
+		MaxTxnOps:                   embed.DefaultMaxTxnOps,
+		MaxConcurrentStreams:        embed.DefaultMaxConcurrentStreams,
 		GRPCKeepAliveMinTime:        embed.DefaultGRPCKeepAliveMinTime,
 		GRPCKeepAliveInterval:       embed.DefaultGRPCKeepAliveInterval,
 		GRPCKeepAliveTimeout:        embed.DefaultGRPCKeepAliveTimeout,
@@ -177,6 +190,15 @@ func (c Front) Validate() error {
 	}
 	if c.MaxStaleness < 0 {
 		add("--max-staleness %v: must be 0 (no bound) or more", c.MaxStaleness)
+	}
+	if c.MaxRequestBytes == 0 {
+		add("--max-request-bytes 0: must be more than 0 (etcd's default %d)", uint(embed.DefaultMaxRequestBytes))
+	}
+	if c.MaxTxnOps == 0 {
+		add("--max-txn-ops 0: must be more than 0 (etcd's default %d)", embed.DefaultMaxTxnOps)
+	}
+	if c.MaxConcurrentStreams == 0 {
+		add("--max-concurrent-streams 0: must be more than 0 (etcd's default %d)", uint32(embed.DefaultMaxConcurrentStreams))
 	}
 	if err := c.ReadIndex.Validate(); err != nil {
 		problems = append(problems, err)

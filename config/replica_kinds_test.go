@@ -2,8 +2,12 @@ package config
 
 import (
 	"errors"
+	"flag"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // loadReplica loads args as the command does: every problem it would
@@ -116,11 +120,11 @@ func TestEachPartReportsItsOwnFields(t *testing.T) {
 		notOwned []string
 	}{
 		{"front", Front{}.Validate(),
-			[]string{"--name: must not be empty", "--data-dir: must not be empty", "--listen-client-urls: must name at least one URL", "--join-timeout 0s", "--grpc-keepalive-min-time 0s", "--watch-progress-notify-interval 0s", "--freshness-headers", "--log-level"},
+			[]string{"--name: must not be empty", "--data-dir: must not be empty", "--listen-client-urls: must name at least one URL", "--join-timeout 0s", "--grpc-keepalive-min-time 0s", "--watch-progress-notify-interval 0s", "--freshness-headers", "--log-level", "--max-request-bytes 0", "--max-txn-ops 0", "--max-concurrent-streams 0"},
 			[]string{"--heartbeat-interval", "--listen-peer-urls", "--upstream", "--resolver-ttl"}},
 		{"learner", Learner{}.Validate(),
-			[]string{"--listen-peer-urls: must name at least one URL", "--initial-advertise-peer-urls: must name at least one URL", "--heartbeat-interval 0", "--quota-check-interval 0s", "--max-request-bytes 0", "--max-txn-ops 0"},
-			[]string{"--name", "--listen-client-urls", "--upstream", "--resolver-ttl"}},
+			[]string{"--listen-peer-urls: must name at least one URL", "--initial-advertise-peer-urls: must name at least one URL", "--heartbeat-interval 0", "--quota-check-interval 0s"},
+			[]string{"--name", "--listen-client-urls", "--upstream", "--resolver-ttl", "--max-request-bytes", "--max-txn-ops"}},
 		{"cascaded", Cascaded{}.Validate(),
 			[]string{"--upstream: must name at least one client URL", "--resolver-ttl 0: must be at least 1"},
 			[]string{"--name", "--listen-client-urls", "--heartbeat-interval", "--join"}},
@@ -139,5 +143,37 @@ func TestEachPartReportsItsOwnFields(t *testing.T) {
 				t.Errorf("%s: names %s, another part's flag:\n%v", tc.part, n, tc.err)
 			}
 		}
+	}
+}
+
+// learnerFlags are exactly the flags bound to Learner's fields, and those
+// given beside --upstream, but --join (refused), are named as unused.
+func TestLearnerFlagsAreTheLearnersFields(t *testing.T) {
+	clearEnv(t)
+	cfg := DefaultReplica()
+	fs := NewReplicaFlags(&cfg)
+	l := cfg.Learner
+	start, end := uintptr(unsafe.Pointer(l)), uintptr(unsafe.Pointer(l))+unsafe.Sizeof(*l)
+	var bound []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if v := reflect.ValueOf(f.Value); v.Kind() == reflect.Pointer && v.Pointer() >= start && v.Pointer() < end {
+			bound = append(bound, f.Name)
+		}
+	})
+	bound = append(bound, "join") // fs.Func: its Value holds no field
+	slices.Sort(bound)
+	if want := slices.Sorted(slices.Values(learnerFlags)); !slices.Equal(bound, want) {
+		t.Errorf("flags bound to Learner's fields:\n%v\nlearnerFlags:\n%v", bound, want)
+	}
+
+	got, err := loadReplica(t, "--upstream", "http://10.0.0.9:2379", "--heartbeat-interval", "200", "--role", "reader", "--max-txn-ops", "7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"--heartbeat-interval", "--role"}; !slices.Equal(got.Cascaded.Unused, want) {
+		t.Errorf("unused flags %v, want %v (--max-txn-ops is the front's)", got.Cascaded.Unused, want)
+	}
+	if got.MaxTxnOps != 7 {
+		t.Errorf("--max-txn-ops 7 with --upstream: %d", got.MaxTxnOps)
 	}
 }

@@ -68,14 +68,6 @@ type Learner struct {
 	// checks every member addition it applies: give a replica that may be
 	// promoted the voters' value. 0 accepts every learner the voters accept.
 	MaxLearners int
-	// MaxRequestBytes, MaxTxnOps and MaxConcurrentStreams limit the front's
-	// clients, as etcd's flags of the same names limit a voter's: they are
-	// the embedded member's, which the front serves. (A cascaded replica's
-	// front takes its store's, package cascade.)
-	MaxRequestBytes      uint
-	MaxTxnOps            uint
-	MaxConcurrentStreams uint32
-
 	// Promotion is the replica's role and the rule it promotes by.
 	Promotion promotion.Config
 	// RemoveOnExit removes the replica's member entry (and data dir) when
@@ -103,11 +95,8 @@ func DefaultLearner() Learner {
 		ElectionMs:              1000,
 		AuthToken:               "simple",
 		Promotion:               promotion.DefaultConfig(),
-		MaxRequestBytes:         embed.DefaultMaxRequestBytes,
-		MaxTxnOps:               embed.DefaultMaxTxnOps,
 		AutoCompactionMode:      embed.CompactorModePeriodic,
 		AutoCompactionRetention: "0",
-		MaxConcurrentStreams:    embed.DefaultMaxConcurrentStreams,
 		QuotaCheckInterval:      30 * time.Second,
 	}
 }
@@ -159,12 +148,6 @@ func (c Learner) Validate() error {
 	}
 	if c.QuotaCheckInterval <= 0 {
 		add("--quota-check-interval %v: must be more than 0 (default 30s)", c.QuotaCheckInterval)
-	}
-	if c.MaxRequestBytes == 0 {
-		add("--max-request-bytes 0: must be more than 0")
-	}
-	if c.MaxTxnOps == 0 {
-		add("--max-txn-ops 0: must be more than 0")
 	}
 	if err := checkCompaction(c.AutoCompactionMode, c.AutoCompactionRetention); err != nil {
 		problems = append(problems, err)

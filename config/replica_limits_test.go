@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/tls"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestReplicaLimitsHaveEtcdsNamesAndDefaults(t *testing.T) {
 			t.Errorf("no --%s", name)
 		}
 	}
-	if cfg.Learner.MaxTxnOps != 128 || cfg.Learner.MaxRequestBytes != 1.5*1024*1024 || cfg.WatchProgressNotifyInterval != 10*time.Minute || cfg.Learner.QuotaBackendBytes != 0 {
+	if cfg.MaxTxnOps != 128 || cfg.MaxRequestBytes != 1.5*1024*1024 || cfg.MaxConcurrentStreams != math.MaxUint32 || cfg.WatchProgressNotifyInterval != 10*time.Minute || cfg.Learner.QuotaBackendBytes != 0 {
 		t.Errorf("defaults differ from etcd's: %+v", cfg)
 	}
 	if got := cfg.ReadyStaleness(); got != 5*time.Second {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	etcdconfig "go.etcd.io/etcd/server/v3/config"
+	"go.etcd.io/etcd/server/v3/etcdserver"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3election/v3electionpb"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
@@ -28,6 +30,16 @@ import (
 // (long-lived watches hold theirs) gets a goroutine of its own, as
 // without them.
 const streamWorkers = 128
+
+// maxRecvBytes is the largest message the front takes: MaxRequestBytes (or
+// the served member's) and the overhead etcd allows for gRPC.
+func (c Config) maxRecvBytes(s *etcdserver.EtcdServer) int {
+	if c.MaxRequestBytes == 0 {
+		return int(s.Cfg.MaxRequestBytesWithOverhead())
+	}
+	limits := etcdconfig.ServerConfig{MaxRequestBytes: c.MaxRequestBytes}
+	return int(limits.MaxRequestBytesWithOverhead())
+}
 
 // newGRPC builds the gRPC server: the read path's KV and Watch on the
 // source's store, and the source's other services (a learner's: etcd's
@@ -58,7 +70,7 @@ func (f *Front) newGRPC(cfg Config, lw *leaderWatch) error {
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
-		grpc.MaxRecvMsgSize(int(s.Cfg.MaxRequestBytesWithOverhead())),
+		grpc.MaxRecvMsgSize(cfg.maxRecvBytes(s)),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(s.Cfg.MaxConcurrentStreams),
 		grpc.NumStreamWorkers(streamWorkers),

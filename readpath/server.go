@@ -70,6 +70,11 @@ type Config struct {
 	// MaxStaleness bounds serializable reads that carry no bound; 0 serves
 	// them locally as they are.
 	MaxStaleness time.Duration
+	// MaxRequestBytes is the largest request the front takes (etcd's
+	// --max-request-bytes; gRPC's overhead is allowed on top, as etcd
+	// does); 0 takes what the served member does. A cascaded replica's
+	// store takes larger ones, the source's revisions.
+	MaxRequestBytes uint
 	// ReadIndex are the ReadIndex machinery's settings (freshness rounds,
 	// their batching, rounds through hubs), validated by readindex.
 	ReadIndex readindex.Settings

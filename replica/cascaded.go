@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	etcdconfig "go.etcd.io/etcd/server/v3/config"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -46,6 +47,10 @@ func runCascaded(ctx context.Context, cfg config.Front, c config.Cascaded, opts 
 	// place is what the next handshake presents.
 	opts.Registerer.MustRegister(certexpiry.New(certexpiry.File{Use: "client", Path: cfg.ClientTLS.CertFile}))
 	lg := opts.Logger
+	if len(c.Unused) > 0 {
+		lg.Warn("these flags set a learner replica's member, role or member entry, which a cascaded replica (--upstream) does not have: they have no effect",
+			zap.Strings("flags", c.Unused))
+	}
 	reg := reregisterer{opts.Registerer}
 	metrics := cascade.NewMetrics(opts.Registerer)
 	instance := cascade.NewInstance(cfg.AdvertiseClientURLs)
@@ -205,6 +210,7 @@ func cascadeConfig(cfg config.Front, c config.Cascaded, opts Options, metrics *c
 	cc.Dir, cc.Name = cfg.DataDir, cfg.Name
 	cc.LogOutputs = opts.MemberLogOutputs
 	cc.WatchProgressNotifyInterval = cfg.WatchProgressNotifyInterval
+	cc.MaxTxnOps, cc.MaxConcurrentStreams = cfg.MaxTxnOps, cfg.MaxConcurrentStreams
 	if c.Announce {
 		target := wire.ReplicasTarget
 		if c.ResolverPrefix != "" {
@@ -234,6 +240,9 @@ func cascadeConfig(cfg config.Front, c config.Cascaded, opts Options, metrics *c
 			return nil, err
 		}
 		fc.Username, fc.Password, fc.DialOptions = "", "", dial
+		// What the front takes, it forwards (clientv3 sends 2 MiB at most).
+		limits := etcdconfig.ServerConfig{MaxRequestBytes: cfg.MaxRequestBytes}
+		fc.MaxCallSendMsgSize = int(limits.MaxRequestBytesWithOverhead())
 		return clientv3.New(upstreamClientConfig(fc))
 	}
 	return cc

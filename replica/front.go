@@ -63,18 +63,19 @@ func newFront(lg *zap.Logger, cfg learnerConfig, srv *etcdserver.EtcdServer, cli
 // frontConfig is the front's configuration on src, from the replica's.
 func frontConfig(lg *zap.Logger, cfg config.Front, src readpath.Source, frontTLS *tls.Config, opts Options) readpath.Config {
 	return readpath.Config{
-		TLS:           frontTLS,
-		Source:        src,
-		Logger:        lg.Named("readpath"),
-		Registerer:    opts.Registerer,
-		Clock:         opts.Clock,
-		MaxStaleness:  cfg.MaxStaleness,
-		ReadIndex:     cfg.ReadIndex,
-		Zone:          cfg.Zone,
-		AnswerHeaders: cfg.FreshnessHeaders,
-		EnablePprof:   cfg.EnablePprof || cfg.LogLevel == "debug",
-		Ready:         readpath.ReadyConfig{MaxLag: cfg.ReadyMaxLag, MaxStaleness: cfg.ReadyStaleness()},
-		KeepAlive:     readpath.KeepAlive{MinTime: cfg.GRPCKeepAliveMinTime, Interval: cfg.GRPCKeepAliveInterval, Timeout: cfg.GRPCKeepAliveTimeout},
+		TLS:             frontTLS,
+		Source:          src,
+		Logger:          lg.Named("readpath"),
+		Registerer:      opts.Registerer,
+		Clock:           opts.Clock,
+		MaxStaleness:    cfg.MaxStaleness,
+		MaxRequestBytes: cfg.MaxRequestBytes,
+		ReadIndex:       cfg.ReadIndex,
+		Zone:            cfg.Zone,
+		AnswerHeaders:   cfg.FreshnessHeaders,
+		EnablePprof:     cfg.EnablePprof || cfg.LogLevel == "debug",
+		Ready:           readpath.ReadyConfig{MaxLag: cfg.ReadyMaxLag, MaxStaleness: cfg.ReadyStaleness()},
+		KeepAlive:       readpath.KeepAlive{MinTime: cfg.GRPCKeepAliveMinTime, Interval: cfg.GRPCKeepAliveInterval, Timeout: cfg.GRPCKeepAliveTimeout},
 	}
 }
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/understudy-kv/understudy/test/harness"
 )
@@ -40,8 +44,9 @@ func TestCascadedReplicaServes(t *testing.T) {
 		}
 	}
 	r := startReplica(t, bins, c, "r1", replicaOpts{})
-	cr := cascaded(t, c, "c1", []string{r.ClientURL}, "--watch-progress-notify-interval=1s")
+	cr := cascaded(t, c, "c1", []string{r.ClientURL}, "--watch-progress-notify-interval=1s", "--max-txn-ops=2", "--max-request-bytes=4096")
 	cc := client(t, cr.ClientURL)
+	checkFrontLimits(ctx, t, cc, client(t, r.ClientURL))
 
 	wch := cc.Watch(ctx, "w/", clientv3.WithPrefix())
 	pch := cc.Watch(ctx, "p/", clientv3.WithPrefix(), clientv3.WithProgressNotify())
@@ -123,6 +128,29 @@ func TestCascadedReplicaServes(t *testing.T) {
 	vst, verr := voters.Status(ctx, c.Endpoints()[0])
 	if err != nil || verr != nil || st.Header.ClusterId != vst.Header.ClusterId || !st.IsLearner || st.Leader != vst.Leader || st.DbSizeQuota != vst.DbSizeQuota {
 		t.Errorf("endpoint status of the cascaded replica: %+v (%v); want the source's cluster ID %x, leader %x and quota %d, as a non-voter", st, err, vst.Header.ClusterId, vst.Leader, vst.DbSizeQuota)
+	}
+}
+
+// checkFrontLimits: a front started with --max-txn-ops=2 and
+// --max-request-bytes=4096 (cc) refuses what a voter with those flags
+// refuses, though its store takes any source revision and the learner
+// replica it forwards to (dflt, etcd's defaults) takes the same requests.
+func checkFrontLimits(ctx context.Context, t *testing.T, cc, dflt *clientv3.Client) {
+	t.Helper()
+	reads := []clientv3.Op{clientv3.OpGet("k1"), clientv3.OpGet("k2"), clientv3.OpGet("k3")}
+	if _, err := cc.Txn(ctx).Then(reads...).Commit(); !errors.Is(err, rpctypes.ErrTooManyOps) {
+		t.Errorf("a txn of 3 reads with --max-txn-ops=2: %v, want %v", err, rpctypes.ErrTooManyOps)
+	}
+	if _, err := cc.Txn(ctx).Then(reads[:2]...).Commit(); err != nil {
+		t.Errorf("a txn of 2 reads with --max-txn-ops=2: %v", err)
+	}
+	// gRPC allows etcd's overhead (512 KiB) on top of --max-request-bytes.
+	big := strings.Repeat("x", 600<<10)
+	if _, err := cc.Put(ctx, "big", big); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a put of 600 KiB with --max-request-bytes=4096: %v, want ResourceExhausted", err)
+	}
+	if _, err := dflt.Put(ctx, "big", big); err != nil {
+		t.Errorf("the same put through a replica with etcd's 1.5 MiB: %v", err)
 	}
 }
 
