@@ -5,6 +5,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
@@ -98,3 +99,17 @@ func (tokenCred) RequireTransportSecurity() bool { return false }
 // Forwarder is the client the front forwards calls with: each with its
 // caller's token.
 func (s *Store) Forwarder() *clientv3.Client { return s.forward }
+
+// ForwardLimits are the most bytes and operations a write the front
+// forwards may have (Config.MaxRequestBytes and MaxTxnOps: etcd's
+// defaults when 0).
+func (s *Store) ForwardLimits() (maxBytes, maxOps int) {
+	maxBytes, maxOps = embed.DefaultMaxRequestBytes, int(embed.DefaultMaxTxnOps)
+	if s.cfg.MaxRequestBytes > 0 {
+		maxBytes = int(s.cfg.MaxRequestBytes)
+	}
+	if s.cfg.MaxTxnOps > 0 {
+		maxOps = int(s.cfg.MaxTxnOps)
+	}
+	return maxBytes, maxOps
+}

@@ -77,7 +77,10 @@ type Config struct {
 	// the front serves the store with check clients against (etcd's
 	// --max-txn-ops and --max-concurrent-streams, a voter's defaults when
 	// 0); the store applies a source revision of any size (the applier
-	// calls the server, not the handlers).
+	// calls the server, not the handlers). MaxRequestBytes and MaxTxnOps
+	// also bound the writes the front forwards (ForwardLimits), as a
+	// member checks its own proposals whatever the leader's limits.
+	MaxRequestBytes      uint
 	MaxTxnOps            uint
 	MaxConcurrentStreams uint32
 	// Announce, if set, is where the replica announces itself while the

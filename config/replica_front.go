@@ -197,9 +197,6 @@ func (c Front) Validate() error {
 	if c.MaxTxnOps == 0 {
 		add("--max-txn-ops 0: must be more than 0 (etcd's default %d)", embed.DefaultMaxTxnOps)
 	}
-	if c.MaxConcurrentStreams == 0 {
-		add("--max-concurrent-streams 0: must be more than 0 (etcd's default %d)", uint32(embed.DefaultMaxConcurrentStreams))
-	}
 	if err := c.ReadIndex.Validate(); err != nil {
 		problems = append(problems, err)
 	}

@@ -73,7 +73,9 @@ type Config struct {
 	// MaxRequestBytes is the largest request the front takes (etcd's
 	// --max-request-bytes; gRPC's overhead is allowed on top, as etcd
 	// does); 0 takes what the served member does. A cascaded replica's
-	// store takes larger ones, the source's revisions.
+	// store takes larger ones, the source's revisions. (--max-txn-ops and
+	// --max-concurrent-streams are the served member's: a cascaded
+	// replica's store is given the replica's.)
 	MaxRequestBytes uint
 	// ReadIndex are the ReadIndex machinery's settings (freshness rounds,
 	// their batching, rounds through hubs), validated by readindex.

@@ -210,7 +210,7 @@ func cascadeConfig(cfg config.Front, c config.Cascaded, opts Options, metrics *c
 	cc.Dir, cc.Name = cfg.DataDir, cfg.Name
 	cc.LogOutputs = opts.MemberLogOutputs
 	cc.WatchProgressNotifyInterval = cfg.WatchProgressNotifyInterval
-	cc.MaxTxnOps, cc.MaxConcurrentStreams = cfg.MaxTxnOps, cfg.MaxConcurrentStreams
+	cc.MaxRequestBytes, cc.MaxTxnOps, cc.MaxConcurrentStreams = cfg.MaxRequestBytes, cfg.MaxTxnOps, cfg.MaxConcurrentStreams
 	if c.Announce {
 		target := wire.ReplicasTarget
 		if c.ResolverPrefix != "" {

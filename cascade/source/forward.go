@@ -3,15 +3,18 @@ package source
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/understudy-kv/understudy/cascade"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/server/v3/etcdserver/txn"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // forwardedKV is a cascaded replica's KV: reads from the local store (the
@@ -28,6 +31,42 @@ type forwardedKV struct {
 	wait   func(ctx context.Context, rev int64) error
 	// compact compacts the local store at rev, once it holds rev.
 	compact func(ctx context.Context, rev int64) error
+	// limits are what a write must fit to be forwarded.
+	limits limits
+}
+
+// limits are the front's --max-request-bytes and --max-txn-ops, which a
+// write must fit before it is forwarded: a learner replica's member checks
+// its own proposals against its own, whatever the leader's.
+type limits struct{ maxBytes, maxOps int }
+
+// check refuses a write as a member refuses a proposal: a transaction with
+// more operations than maxOps as etcd's handlers count them (v3rpc's
+// checkTxnRequest: the most of its compares, success and failure
+// operations, a nested transaction within what its parent leaves), and a
+// request larger than maxBytes (etcd measures the raft entry, a few bytes
+// more).
+func (l limits) check(r proto.Message) error {
+	if t, ok := r.(*pb.TxnRequest); ok && tooManyOps(t, l.maxOps) {
+		return rpctypes.ErrGRPCTooManyOps
+	}
+	if proto.Size(r) > l.maxBytes {
+		return rpctypes.ErrGRPCRequestTooLarge
+	}
+	return nil
+}
+
+func tooManyOps(r *pb.TxnRequest, maxOps int) bool {
+	n := max(len(r.Compare), len(r.Success), len(r.Failure))
+	if n > maxOps {
+		return true
+	}
+	for _, op := range append(slices.Clip(r.Success), r.Failure...) {
+		if t := op.GetRequestTxn(); t != nil && tooManyOps(t, maxOps-n) {
+			return true
+		}
+	}
+	return false
 }
 
 var _ pb.KVServer = (*forwardedKV)(nil)
@@ -47,12 +86,18 @@ func (k *forwardedKV) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer
 }
 
 func (k *forwardedKV) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
+	if err := k.limits.check(r); err != nil {
+		return nil, err
+	}
 	at := k.rev()
 	resp, err := k.up.Put(forwardMD(ctx), r)
 	return resp, k.applied(ctx, at, resp.GetHeader(), err)
 }
 
 func (k *forwardedKV) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
+	if err := k.limits.check(r); err != nil {
+		return nil, err
+	}
 	at := k.rev()
 	resp, err := k.up.DeleteRange(forwardMD(ctx), r)
 	return resp, k.applied(ctx, at, resp.GetHeader(), err)
@@ -66,6 +111,9 @@ func (k *forwardedKV) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnRespons
 			return nil, err
 		}
 		return k.local.Txn(ctx, r)
+	}
+	if err := k.limits.check(r); err != nil {
+		return nil, err
 	}
 	at := k.rev()
 	resp, err := k.up.Txn(forwardMD(ctx), r)

@@ -47,8 +47,10 @@ func (s Source) Services(h readpath.Host) (readpath.Services, error) {
 	st, srv := s.st, s.st.Server()
 	up := st.Forwarder()
 	permit := Permit(st.Permit)
+	maxBytes, maxOps := st.ForwardLimits()
 	kv := &forwardedKV{permit: permit, local: v3rpc.NewKVServer(srv), up: pb.NewKVClient(up.ActiveConnection()), wait: st.WaitRevision,
-		rev: func() int64 { return srv.KV().Rev() }, check: st.CheckWrite,
+		limits: limits{maxBytes: maxBytes, maxOps: maxOps},
+		rev:    func() int64 { return srv.KV().Rev() }, check: st.CheckWrite,
 		compact: func(ctx context.Context, rev int64) error {
 			if err := st.WaitRevision(ctx, rev); err != nil {
 				return err

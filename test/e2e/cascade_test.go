@@ -144,13 +144,31 @@ func checkFrontLimits(ctx context.Context, t *testing.T, cc, dflt *clientv3.Clie
 	if _, err := cc.Txn(ctx).Then(reads[:2]...).Commit(); err != nil {
 		t.Errorf("a txn of 2 reads with --max-txn-ops=2: %v", err)
 	}
-	// gRPC allows etcd's overhead (512 KiB) on top of --max-request-bytes.
+	// Writes are forwarded, and checked first, as a member checks its own
+	// proposals whatever the leader's limits.
+	puts := []clientv3.Op{clientv3.OpPut("t1", "1"), clientv3.OpPut("t2", "2"), clientv3.OpPut("t3", "3")}
+	if _, err := cc.Txn(ctx).Then(puts...).Commit(); !errors.Is(err, rpctypes.ErrTooManyOps) {
+		t.Errorf("a txn of 3 puts with --max-txn-ops=2: %v, want %v", err, rpctypes.ErrTooManyOps)
+	}
+	if _, err := cc.Put(ctx, "five", strings.Repeat("x", 5<<10)); !errors.Is(err, rpctypes.ErrRequestTooLarge) {
+		t.Errorf("a put of 5 KiB with --max-request-bytes=4096: %v, want %v", err, rpctypes.ErrRequestTooLarge)
+	}
+	// gRPC takes etcd's overhead (512 KiB) on top of --max-request-bytes.
 	big := strings.Repeat("x", 600<<10)
 	if _, err := cc.Put(ctx, "big", big); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("a put of 600 KiB with --max-request-bytes=4096: %v, want ResourceExhausted", err)
 	}
-	if _, err := dflt.Put(ctx, "big", big); err != nil {
-		t.Errorf("the same put through a replica with etcd's 1.5 MiB: %v", err)
+	if _, err := dflt.Txn(ctx).Then(puts...).Commit(); err != nil {
+		t.Errorf("the same txn through a replica with etcd's 128: %v", err)
+	}
+	put, err := dflt.Put(ctx, "big", big)
+	if err != nil {
+		t.Fatalf("the same put through a replica with etcd's 1.5 MiB: %v", err)
+	}
+	// The store applies a source revision larger than its front takes.
+	got, err := cc.Get(ctx, "big")
+	if err != nil || len(got.Kvs) != 1 || len(got.Kvs[0].Value) != len(big) || got.Kvs[0].ModRevision != put.Header.Revision {
+		t.Errorf("the 600 KiB value read back through the front that refused it: %d keys (%v), want it at revision %d", len(got.Kvs), err, put.Header.Revision)
 	}
 }
 
