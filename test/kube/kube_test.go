@@ -115,6 +115,19 @@ func kubeScenario(t *testing.T, bins kubeBins, c *harness.Cluster, servers []*se
 	if a.Exited() {
 		t.Fatalf("kube-apiserver exited during the test")
 	}
+	// What each server's store holds for the apiserver's watch cache: a
+	// replica serves a client's watch stream over several of etcd's when
+	// it has more than 100 watchers (readpath/watch_shards.go); the
+	// apiserver opens one stream per watcher, as the voters show.
+	for _, s := range servers {
+		m, err := harness.Scrape(context.Background(), s.url+"/metrics", nil)
+		if err != nil {
+			t.Fatalf("%s/metrics: %v", s.name, err)
+		}
+		streams, _ := m.Value("etcd_debugging_mvcc_watch_stream_total")
+		w, _ := m.Value("etcd_debugging_mvcc_watcher_total")
+		t.Logf("%s: %v mvcc watch streams, %v watchers", s.name, streams, w)
+	}
 }
 
 // step runs f and logs how long it took.
