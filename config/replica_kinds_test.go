@@ -120,7 +120,8 @@ func TestEachPartReportsItsOwnFields(t *testing.T) {
 	}{
 		{"front", Front{}.Validate(),
 			[]string{"--name: must not be empty", "--data-dir: must not be empty", "--listen-client-urls: must name at least one URL", "--join-timeout 0s", "--grpc-keepalive-min-time 0s", "--watch-progress-notify-interval 0s", "--freshness-headers", "--log-level", "--max-request-bytes 0", "--max-txn-ops 0"},
-			[]string{"--heartbeat-interval", "--listen-peer-urls", "--upstream", "--resolver-ttl"}},
+			// etcd's --max-concurrent-streams 0 is no limit.
+			[]string{"--heartbeat-interval", "--listen-peer-urls", "--upstream", "--resolver-ttl", "--max-concurrent-streams"}},
 		{"learner", Learner{}.Validate(),
 			[]string{"--listen-peer-urls: must name at least one URL", "--initial-advertise-peer-urls: must name at least one URL", "--heartbeat-interval 0", "--quota-check-interval 0s"},
 			[]string{"--name", "--listen-client-urls", "--upstream", "--resolver-ttl", "--max-request-bytes", "--max-txn-ops"}},

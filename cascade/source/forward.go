@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -44,12 +45,16 @@ type limits struct{ maxBytes, maxOps int }
 // more operations than maxOps as etcd's handlers count them (v3rpc's
 // checkTxnRequest: the most of its compares, success and failure
 // operations, a nested transaction within what its parent leaves), and a
-// request larger than maxBytes (etcd measures the raft entry, a few bytes
-// more).
-func (l limits) check(r proto.Message) error {
-	if t, ok := r.(*pb.TxnRequest); ok && tooManyOps(t, l.maxOps) {
+// raft request larger than maxBytes (measured with a header as large as a
+// member's, less the user name, which only the upstream knows). etcd's
+// checks of the request itself (an empty key, duplicate keys) are the
+// upstream's: a request both invalid and over a limit is refused for the
+// limit here.
+func (l limits) check(r *pb.InternalRaftRequest) error {
+	if r.Txn != nil && tooManyOps(r.Txn, l.maxOps) {
 		return rpctypes.ErrGRPCTooManyOps
 	}
+	r.Header = &pb.RequestHeader{ID: math.MaxUint64, AuthRevision: math.MaxUint64}
 	if proto.Size(r) > l.maxBytes {
 		return rpctypes.ErrGRPCRequestTooLarge
 	}
@@ -86,7 +91,7 @@ func (k *forwardedKV) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer
 }
 
 func (k *forwardedKV) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
-	if err := k.limits.check(r); err != nil {
+	if err := k.limits.check(&pb.InternalRaftRequest{Put: r}); err != nil {
 		return nil, err
 	}
 	at := k.rev()
@@ -95,7 +100,7 @@ func (k *forwardedKV) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutRespons
 }
 
 func (k *forwardedKV) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
-	if err := k.limits.check(r); err != nil {
+	if err := k.limits.check(&pb.InternalRaftRequest{DeleteRange: r}); err != nil {
 		return nil, err
 	}
 	at := k.rev()
@@ -112,7 +117,7 @@ func (k *forwardedKV) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnRespons
 		}
 		return k.local.Txn(ctx, r)
 	}
-	if err := k.limits.check(r); err != nil {
+	if err := k.limits.check(&pb.InternalRaftRequest{Txn: r}); err != nil {
 		return nil, err
 	}
 	at := k.rev()
