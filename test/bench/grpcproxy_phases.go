@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
+	"strconv"
 
-	dto "github.com/prometheus/client_model/go"
+	"github.com/understudy-kv/understudy/test/harness"
 )
 
 // Where a strong read through the cascaded replica spends its time (issue
@@ -85,35 +88,28 @@ func (h hist) quantile(q float64) float64 {
 }
 
 // readHist is family's histogram (of phase, when not "") summed over its
-// series in fams.
-func readHist(fams map[string]*dto.MetricFamily, family, phase string) hist {
-	var h hist
-	f := fams[family]
-	if f == nil {
-		return h
+// series in m, its buckets in the order of their bounds.
+func readHist(m harness.Metrics, family, phase string) hist {
+	var labels []string
+	if phase != "" {
+		labels = []string{"phase=" + phase}
 	}
-	for _, m := range f.Metric {
-		if phase != "" && !hasLabel(m, "phase", phase) {
+	byBound := map[float64]float64{}
+	for _, b := range m.Series(family + "_bucket") {
+		if phase != "" && b.Labels["phase"] != phase {
 			continue
 		}
-		var one hist
-		for _, b := range m.GetHistogram().GetBucket() {
-			one.bounds = append(one.bounds, b.GetUpperBound())
-			one.counts = append(one.counts, float64(b.GetCumulativeCount()))
+		le, err := strconv.ParseFloat(b.Labels["le"], 64)
+		if err != nil {
+			continue
 		}
-		one.n = float64(m.GetHistogram().GetSampleCount())
-		h = h.plus(one)
+		byBound[le] += b.Value
+	}
+	h := hist{bounds: slices.Sorted(maps.Keys(byBound)), n: m.Sum(family+"_count", labels...)}
+	for _, le := range h.bounds {
+		h.counts = append(h.counts, byBound[le])
 	}
 	return h
-}
-
-func hasLabel(m *dto.Metric, name, value string) bool {
-	for _, l := range m.Label {
-		if l.GetName() == name && l.GetValue() == value {
-			return true
-		}
-	}
-	return false
 }
 
 // phaseReading is the phase histograms at one moment: the proof's at the
@@ -123,13 +119,13 @@ type phaseReading map[string]hist
 func (g *proxyRig) readPhases() (phaseReading, error) {
 	out := phaseReading{}
 	for _, at := range []string{frontCascaded, frontLearner} {
-		fams, err := scrape(g.fronts[at].url)
+		m, err := harness.Scrape(context.Background(), g.fronts[at].url+"/metrics", nil)
 		if err != nil {
 			return nil, fmt.Errorf("proof phases at %s: %w", at, err)
 		}
 		for _, ph := range phaseHists {
 			if (ph.name == "round") == (at == frontLearner) {
-				out[ph.name] = readHist(fams, ph.family, ph.phase)
+				out[ph.name] = readHist(m, ph.family, ph.phase)
 			}
 		}
 	}
